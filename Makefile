@@ -1,0 +1,144 @@
+# rlock — build, test, install, demo, bench, sanitizers.
+# User CFLAGS/LDFLAGS/CPPFLAGS are appended to ours, never replaced.
+
+PREFIX   ?= /usr/local
+DESTDIR  ?=
+LIBDIR   ?= $(PREFIX)/lib
+INCDIR   ?= $(PREFIX)/include
+BINDIR   ?= $(PREFIX)/bin
+MANDIR   ?= $(PREFIX)/share/man
+PCDIR    ?= $(LIBDIR)/pkgconfig
+
+CC       ?= cc
+B        ?= build
+VERSION  := 0.1.0
+SOMAJOR  := 0
+SONAME   := librlock.so.$(SOMAJOR)
+
+RL_CFLAGS  := -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -fPIC \
+              -fvisibility=hidden -pthread -Iinclude -Isrc -I$(B)
+RL_LDLIBS  := -lhiredis -luuid -pthread
+SAN_FLAGS  ?=
+ALL_CFLAGS  = $(RL_CFLAGS) $(SAN_FLAGS) $(CPPFLAGS) $(CFLAGS)
+ALL_LDFLAGS = $(SAN_FLAGS) $(LDFLAGS)
+
+LIB_SRC  := $(wildcard src/*.c)
+LIB_OBJ  := $(patsubst src/%.c,$(B)/obj/%.o,$(LIB_SRC)) $(B)/obj/lua_scripts.o
+LUA      := $(wildcard lua/*.lua)
+EX_SRC   := $(wildcard examples/*.c)
+EX_BIN   := $(patsubst examples/%.c,$(B)/examples/%,$(EX_SRC))
+TEST_SRC := $(filter-out test/harness.c,$(wildcard test/test_*.c))
+TEST_BIN := $(patsubst test/%.c,$(B)/test/%,$(TEST_SRC))
+TOOL_SRC := $(wildcard tools/*.c)
+BENCH_SRC:= $(wildcard bench/*.c)
+
+.PHONY: all lib check test demo bench install uninstall clean asan tsan \
+        valgrind symbols format deps soak fuzz
+
+all: lib $(B)/rlock $(B)/rlock-bench $(EX_BIN)
+
+lib: $(B)/librlock.a $(B)/librlock.so $(B)/rlock.pc
+
+$(B)/lua_scripts.c: $(LUA) scripts/embed-lua.sh
+	@mkdir -p $(B)
+	sh scripts/embed-lua.sh $(LUA) > $@.tmp && mv $@.tmp $@
+
+$(B)/obj/%.o: src/%.c src/internal.h include/rlock.h
+	@mkdir -p $(B)/obj
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(B)/obj/lua_scripts.o: $(B)/lua_scripts.c src/internal.h
+	@mkdir -p $(B)/obj
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(B)/librlock.a: $(LIB_OBJ)
+	rm -f $@
+	ar rcs $@ $^
+
+$(B)/librlock.so: $(LIB_OBJ)
+	$(CC) -shared -Wl,-soname,$(SONAME) $(ALL_LDFLAGS) -o $@.$(VERSION) $^ $(RL_LDLIBS)
+	ln -sf librlock.so.$(VERSION) $(B)/$(SONAME)
+	ln -sf librlock.so.$(VERSION) $@
+
+$(B)/rlock.pc: Makefile
+	@mkdir -p $(B)
+	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCDIR)' '' \
+	  'Name: rlock' 'Description: Redisson-compatible distributed locks on Redis' \
+	  'Version: $(VERSION)' 'Requires.private: hiredis' \
+	  'Libs: -L$${libdir} -lrlock' 'Libs.private: -luuid -pthread' \
+	  'Cflags: -I$${includedir}' > $@
+
+# Programs link the static library so they run from the tree without
+# LD_LIBRARY_PATH.
+$(B)/rlock: $(TOOL_SRC) $(B)/librlock.a include/rlock.h
+	$(CC) $(ALL_CFLAGS) -o $@ $(TOOL_SRC) $(B)/librlock.a $(ALL_LDFLAGS) $(RL_LDLIBS)
+
+$(B)/rlock-bench: $(BENCH_SRC) $(B)/librlock.a include/rlock.h
+	$(CC) $(ALL_CFLAGS) -o $@ $(BENCH_SRC) $(B)/librlock.a $(ALL_LDFLAGS) $(RL_LDLIBS) -lm
+
+$(B)/examples/%: examples/%.c $(B)/librlock.a include/rlock.h
+	@mkdir -p $(B)/examples
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(B)/librlock.a $(ALL_LDFLAGS) $(RL_LDLIBS)
+
+$(B)/test/%: test/%.c test/harness.c test/harness.h $(B)/librlock.a
+	@mkdir -p $(B)/test
+	$(CC) $(ALL_CFLAGS) -Itest -o $@ $< test/harness.c $(B)/librlock.a \
+	  $(ALL_LDFLAGS) $(RL_LDLIBS) -lcriterion
+
+# Everything below installs missing Debian packages first.
+deps:
+	@sh scripts/deps.sh
+
+check: deps
+	$(MAKE) all $(TEST_BIN) symbols
+	sh scripts/run-tests.sh $(B) $(TEST_BIN)
+
+test: check
+
+demo: deps
+	$(MAKE) all
+	sh scripts/with-redis.sh $(B)/examples/demo
+
+bench: deps
+	$(MAKE) $(B)/rlock-bench
+	sh scripts/with-redis.sh $(B)/rlock-bench --all
+
+# The exported symbols of the shared library must all be rlock_*.
+symbols: $(B)/librlock.so
+	@bad=$$(nm -D --defined-only $(B)/librlock.so | awk '$$2 ~ /[TDBR]/ {print $$3}' \
+	  | grep -v '^rlock_' || true); \
+	if [ -n "$$bad" ]; then echo "exported non-rlock_ symbols: $$bad"; exit 1; fi; \
+	echo "symbols: only rlock_* exported"
+
+asan: deps
+	$(MAKE) B=build-asan CC=gcc SAN_FLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" check
+
+tsan: deps
+	$(MAKE) B=build-tsan CC=gcc SAN_FLAGS="-fsanitize=thread -fno-omit-frame-pointer" check
+
+valgrind: deps
+	$(MAKE) all $(TEST_BIN)
+	RLOCK_TEST_WRAPPER="valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect --error-exitcode=99 --quiet" \
+	  sh scripts/run-tests.sh $(B) $(TEST_BIN)
+
+install: lib $(B)/rlock
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCDIR) $(DESTDIR)$(BINDIR) \
+	  $(DESTDIR)$(PCDIR) $(DESTDIR)$(MANDIR)/man1
+	install -m 644 include/rlock.h $(DESTDIR)$(INCDIR)/rlock.h
+	install -m 644 $(B)/librlock.a $(DESTDIR)$(LIBDIR)/librlock.a
+	install -m 755 $(B)/librlock.so.$(VERSION) $(DESTDIR)$(LIBDIR)/librlock.so.$(VERSION)
+	ln -sf librlock.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf librlock.so.$(VERSION) $(DESTDIR)$(LIBDIR)/librlock.so
+	install -m 644 $(B)/rlock.pc $(DESTDIR)$(PCDIR)/rlock.pc
+	install -m 755 $(B)/rlock $(DESTDIR)$(BINDIR)/rlock
+	if [ -f docs/rlock.1 ]; then install -m 644 docs/rlock.1 $(DESTDIR)$(MANDIR)/man1/rlock.1; fi
+
+uninstall:
+	rm -f $(DESTDIR)$(INCDIR)/rlock.h $(DESTDIR)$(LIBDIR)/librlock.* \
+	  $(DESTDIR)$(PCDIR)/rlock.pc $(DESTDIR)$(BINDIR)/rlock $(DESTDIR)$(MANDIR)/man1/rlock.1
+
+format:
+	clang-format -i include/*.h src/*.c src/*.h test/*.c test/*.h examples/*.c tools/*.c bench/*.c
+
+clean:
+	rm -rf build build-asan build-tsan

@@ -1,0 +1,9 @@
+-- Delete a lock whoever holds it (Redisson RLock forceUnlock, spec 2.5).
+-- KEYS[1] lock name, KEYS[2] lock channel
+-- ARGV[1] message to publish ("0"), ARGV[2] publish command ("publish")
+-- Reply: 1 when a lock was deleted (and ARGV[1] published), else 0.
+if redis.call('del', KEYS[1]) == 1 then
+    redis.call(ARGV[2], KEYS[2], ARGV[1])
+    return 1
+end
+return 0

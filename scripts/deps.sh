@@ -1,0 +1,25 @@
+#!/bin/sh
+# Installs the Debian packages rlock needs to build, test and run its demo,
+# but only those that are missing. Safe to re-run; needs root (or sudo) only
+# when something is actually missing.
+set -eu
+
+pkgs=""
+need() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed' || pkgs="$pkgs $1"; }
+
+need libhiredis-dev
+need uuid-dev
+need redis-server
+need redis-tools
+need libcriterion-dev
+need pkg-config
+need gcc
+need make
+for extra in "$@"; do need "$extra"; done
+
+[ -z "$pkgs" ] && exit 0
+echo "deps.sh: installing:$pkgs" >&2
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $pkgs >&2

@@ -1,0 +1,323 @@
+#define _GNU_SOURCE
+#include "harness.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+int64_t th_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void th_sleep_ms(int64_t ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+int th_port(void)
+{
+    const char *p = getenv("RLOCK_TEST_PORT");
+    cr_assert(p != NULL, "RLOCK_TEST_PORT is not set: run the tests with make check");
+    return atoi(p);
+}
+
+const char *th_url(void)
+{
+    static char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", th_port());
+    return url;
+}
+
+rlock_client *th_client_cfg(const rlock_config *cfg)
+{
+    rlock_client *c = NULL;
+    rlock_status s = rlock_client_new(cfg, &c);
+    cr_assert_eq(s, RLOCK_OK, "rlock_client_new: %s", rlock_status_name(s));
+    return c;
+}
+
+rlock_client *th_client(const char *url, int64_t watchdog_ms)
+{
+    rlock_config cfg;
+    rlock_config_init(&cfg);
+    cfg.url = url ? url : th_url();
+    cfg.watchdog_timeout_ms = watchdog_ms;
+    return th_client_cfg(&cfg);
+}
+
+char *th_name(const char *prefix)
+{
+    static int counter;
+    char *s = NULL;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    cr_assert(asprintf(&s, "%s:%d:%d:%ld", prefix, (int)getpid(), ++counter,
+                       (long)(ts.tv_nsec ^ (long)rand())) > 0);
+    return s;
+}
+
+redisContext *th_redis(int port)
+{
+    struct timeval tv = {5, 0};
+    redisContext *r = redisConnectWithTimeout("127.0.0.1", port ? port : th_port(), tv);
+    cr_assert(r != NULL && !r->err, "connect to redis: %s", r ? r->errstr : "oom");
+    redisSetTimeout(r, tv);
+    return r;
+}
+
+redisReply *th_cmd(redisContext *r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *rep = redisvCommand(r, fmt, ap);
+    va_end(ap);
+    cr_assert(rep != NULL, "redis command '%s' failed: %s", fmt, r->errstr);
+    return rep;
+}
+
+static long long int_reply(redisReply *rep)
+{
+    long long v;
+    if (rep->type == REDIS_REPLY_INTEGER) {
+        v = rep->integer;
+    } else if (rep->type == REDIS_REPLY_NIL) {
+        v = -1000000;
+    } else if (rep->type == REDIS_REPLY_STRING) {
+        v = atoll(rep->str);
+    } else {
+        cr_assert_fail("unexpected reply type %d", rep->type);
+        v = 0;
+    }
+    freeReplyObject(rep);
+    return v;
+}
+
+/* HGET of a missing field gives 0. */
+long long th_hget_int(redisContext *r, const char *key, const char *field)
+{
+    long long v = int_reply(th_cmd(r, "HGET %s %s", key, field));
+    return v == -1000000 ? 0 : v;
+}
+
+long long th_pttl(redisContext *r, const char *key)
+{
+    return int_reply(th_cmd(r, "PTTL %s", key));
+}
+
+long long th_exists(redisContext *r, const char *key)
+{
+    return int_reply(th_cmd(r, "EXISTS %s", key));
+}
+
+long long th_hlen(redisContext *r, const char *key)
+{
+    return int_reply(th_cmd(r, "HLEN %s", key));
+}
+
+char *th_owner(rlock_client *c, uint64_t tid)
+{
+    char *s = NULL;
+    cr_assert(asprintf(&s, "%s:%llu", rlock_client_id(c), (unsigned long long)tid) > 0);
+    return s;
+}
+
+redisContext *th_subscribe(int port, const char *channel)
+{
+    redisContext *r = th_redis(port);
+    redisReply *rep = th_cmd(r, "SUBSCRIBE %s", channel);
+    freeReplyObject(rep);
+    return r;
+}
+
+char *th_next_message(redisContext *sub, int timeout_ms)
+{
+    int64_t deadline = th_now_ms() + timeout_ms;
+    for (;;) {
+        void *rep = NULL;
+        if (redisGetReplyFromReader(sub, &rep) != REDIS_OK) {
+            return NULL;
+        }
+        if (rep != NULL) {
+            redisReply *r = rep;
+            char *out = NULL;
+            if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+                strcmp(r->element[0]->str, "message") == 0) {
+                out = strdup(r->element[2]->str);
+            }
+            freeReplyObject(r);
+            if (out) {
+                return out;
+            }
+            continue;
+        }
+        int64_t left = deadline - th_now_ms();
+        if (left <= 0) {
+            return NULL;
+        }
+        struct pollfd pfd = {sub->fd, POLLIN, 0};
+        if (poll(&pfd, 1, (int)left) <= 0) {
+            return NULL;
+        }
+        if (redisBufferRead(sub) != REDIS_OK) {
+            return NULL;
+        }
+    }
+}
+
+char *th_server_url(const th_server *s)
+{
+    char *u = NULL;
+    cr_assert(asprintf(&u, "redis://127.0.0.1:%d", s->port) > 0);
+    return u;
+}
+
+static void server_spawn(th_server *s)
+{
+    char port[16], log[300];
+    snprintf(port, sizeof port, "%d", s->port);
+    snprintf(log, sizeof log, "%s/redis.log", s->dir);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        int fd = open("/dev/null", O_RDWR);
+        dup2(fd, 0);
+        dup2(fd, 1);
+        execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1",
+               "--save", "", "--appendonly", "no", "--dir", s->dir, "--logfile", log,
+               "--enable-debug-command", "yes", (char *)NULL);
+        _exit(127);
+    }
+    s->pid = pid;
+}
+
+static int server_ready(int port)
+{
+    struct timeval tv = {1, 0};
+    redisContext *r = redisConnectWithTimeout("127.0.0.1", port, tv);
+    int ok = 0;
+    if (r && !r->err) {
+        redisSetTimeout(r, tv);
+        redisReply *rep = redisCommand(r, "PING");
+        ok = rep && rep->type == REDIS_REPLY_STATUS;
+        if (rep) {
+            freeReplyObject(rep);
+        }
+    }
+    if (r) {
+        redisFree(r);
+    }
+    return ok;
+}
+
+static int wait_ready(th_server *s)
+{
+    for (int i = 0; i < 100; i++) {
+        if (server_ready(s->port)) {
+            return 1;
+        }
+        int st;
+        if (waitpid(s->pid, &st, WNOHANG) == s->pid) {
+            return 0; /* exited: port taken, probably */
+        }
+        th_sleep_ms(50);
+    }
+    return 0;
+}
+
+void th_server_start(th_server *s)
+{
+    snprintf(s->dir, sizeof s->dir, "/tmp/rlock-th.XXXXXX");
+    cr_assert(mkdtemp(s->dir) != NULL);
+    for (int attempt = 0; attempt < 20; attempt++) {
+        s->port = 20000 + (int)((getpid() * 7919u + (unsigned)th_now_ms() * 31u + attempt * 104729u) % 40000u);
+        server_spawn(s);
+        if (wait_ready(s)) {
+            return;
+        }
+        kill(s->pid, SIGKILL);
+        waitpid(s->pid, NULL, 0);
+    }
+    cr_assert_fail("could not start a private redis-server");
+}
+
+static void server_reap(th_server *s, int sig)
+{
+    if (s->pid > 0) {
+        kill(s->pid, sig);
+        waitpid(s->pid, NULL, 0);
+        s->pid = 0;
+    }
+}
+
+void th_server_stop(th_server *s)
+{
+    server_reap(s, SIGTERM);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", s->dir);
+    if (system(cmd) != 0) {
+        /* best effort */
+    }
+}
+
+void th_server_kill(th_server *s)
+{
+    server_reap(s, SIGKILL);
+}
+
+void th_server_restart(th_server *s)
+{
+    server_reap(s, SIGTERM);
+    for (int i = 0; i < 100; i++) {
+        server_spawn(s);
+        if (wait_ready(s)) {
+            return;
+        }
+        kill(s->pid, SIGKILL);
+        waitpid(s->pid, NULL, 0);
+        th_sleep_ms(100);
+    }
+    cr_assert_fail("could not restart the private redis-server on port %d", s->port);
+}
+
+pid_t th_fork(int (*fn)(void *), void *arg)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        _exit(fn(arg));
+    }
+    return pid;
+}
+
+int th_wait(pid_t pid)
+{
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    if (WIFEXITED(st)) {
+        return WEXITSTATUS(st);
+    }
+    return 128 + WTERMSIG(st);
+}
+
+char *th_build_path(const char *rel)
+{
+    const char *b = getenv("RLOCK_TEST_BUILD");
+    char *p = NULL;
+    cr_assert(asprintf(&p, "%s/%s", b ? b : "build", rel) > 0);
+    return p;
+}

@@ -1,0 +1,80 @@
+/* Test harness: the shared throwaway redis-server started by
+ * scripts/run-tests.sh, private servers for fault tests, direct hiredis
+ * connections to assert what Redis holds, and small process helpers. */
+#ifndef RLOCK_TEST_HARNESS_H
+#define RLOCK_TEST_HARNESS_H
+
+#include <criterion/criterion.h>
+#include <hiredis/hiredis.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "rlock.h"
+
+/* Asserts a status and prints both names on failure. */
+#define th_assert_status(got, want)                                          \
+    do {                                                                     \
+        rlock_status th_got_ = (got), th_want_ = (want);                     \
+        cr_assert_eq(th_got_, th_want_, "%s:%d: expected %s, got %s",        \
+                     __FILE__, __LINE__, rlock_status_name(th_want_),        \
+                     rlock_status_name(th_got_));                            \
+    } while (0)
+#define th_ok(expr) th_assert_status((expr), RLOCK_OK)
+
+/* The shared server: "redis://127.0.0.1:<port>" and its port. */
+const char *th_url(void);
+int th_port(void);
+
+/* A new client on the shared server (or on url when not NULL), with the
+ * given watchdog timeout (0: default). Aborts the test on failure. */
+rlock_client *th_client(const char *url, int64_t watchdog_ms);
+rlock_client *th_client_cfg(const rlock_config *cfg);
+
+/* A unique lock name: "<prefix>:<pid>:<counter>:<random>". Static buffer
+ * per call slot is not used: the caller frees it. */
+char *th_name(const char *prefix);
+
+/* A direct hiredis connection to port (0: the shared server). */
+redisContext *th_redis(int port);
+/* Runs a command and returns the reply; aborts the test on a transport
+ * error. The caller frees it with freeReplyObject(). */
+redisReply *th_cmd(redisContext *r, const char *fmt, ...);
+/* Integer replies and common look-ups. */
+long long th_hget_int(redisContext *r, const char *key, const char *field);
+long long th_pttl(redisContext *r, const char *key);
+long long th_exists(redisContext *r, const char *key);
+long long th_hlen(redisContext *r, const char *key);
+/* "<uuid>:<tid>" for client c and thread tid. The caller frees it. */
+char *th_owner(rlock_client *c, uint64_t tid);
+
+/* A subscriber on its own connection, for asserting published messages. */
+redisContext *th_subscribe(int port, const char *channel);
+/* Waits up to timeout_ms for the next message; returns a malloc'd payload
+ * or NULL on timeout. */
+char *th_next_message(redisContext *sub, int timeout_ms);
+
+/* Private server for fault tests (restart, kill). */
+typedef struct th_server {
+    int port;
+    pid_t pid;
+    char dir[256];
+} th_server;
+void th_server_start(th_server *s);
+void th_server_stop(th_server *s);    /* SIGTERM and wait */
+void th_server_kill(th_server *s);    /* SIGKILL and wait */
+void th_server_restart(th_server *s); /* stop, start again on the same port */
+char *th_server_url(const th_server *s); /* caller frees */
+
+/* Monotonic milliseconds. */
+int64_t th_now_ms(void);
+void th_sleep_ms(int64_t ms);
+
+/* Runs fn(arg) in a forked child that exits with fn's return value. */
+pid_t th_fork(int (*fn)(void *), void *arg);
+/* Waits for a child; returns its exit status, or 128+signal. */
+int th_wait(pid_t pid);
+
+/* Path of a built program (build dir from RLOCK_TEST_BUILD), caller frees. */
+char *th_build_path(const char *rel);
+
+#endif
