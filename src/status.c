@@ -1,0 +1,43 @@
+/* Status names and sentences: constant strings for every value, unknown
+ * values included, so a caller can always print what it got. */
+#include "internal.h"
+
+static const struct {
+    const char *name;
+    const char *text;
+} table[] = {
+    [RLOCK_OK] = {"RLOCK_OK", "success"},
+    [RLOCK_EINVAL] = {"RLOCK_EINVAL", "invalid argument or configuration"},
+    [RLOCK_ENOMEM] = {"RLOCK_ENOMEM", "out of memory"},
+    [RLOCK_EBUSY] = {"RLOCK_EBUSY", "lock is held by another owner and the wait ran out"},
+    [RLOCK_ENOTOWNER] = {"RLOCK_ENOTOWNER", "lock is not held by the calling thread"},
+    [RLOCK_ELOST] = {"RLOCK_ELOST", "lock was held by the calling thread but its lease was lost"},
+    [RLOCK_EIO] = {"RLOCK_EIO", "cannot reach the Redis server"},
+    [RLOCK_ETIMEDOUT] = {"RLOCK_ETIMEDOUT", "Redis did not answer within the command timeout"},
+    [RLOCK_EREDIS] = {"RLOCK_EREDIS", "Redis answered with an error"},
+    [RLOCK_EPROTO] = {"RLOCK_EPROTO", "unexpected reply from Redis"},
+    [RLOCK_ECLOSED] = {"RLOCK_ECLOSED", "client is closing or was inherited across fork()"},
+};
+
+#define NSTATUS (sizeof table / sizeof table[0])
+
+RLOCK_API const char *rlock_strerror(rlock_status s)
+{
+    if ((unsigned)s < NSTATUS) {
+        return table[s].text;
+    }
+    return "unknown rlock status";
+}
+
+RLOCK_API const char *rlock_status_name(rlock_status s)
+{
+    if ((unsigned)s < NSTATUS) {
+        return table[s].name;
+    }
+    return "RLOCK_UNKNOWN";
+}
+
+RLOCK_API const char *rlock_version(void)
+{
+    return RLOCK_VERSION_STRING;
+}
