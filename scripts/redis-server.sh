@@ -15,7 +15,7 @@ start)
     while :; do
         tries=$((tries + 1))
         # A port from the pid and the clock; collisions are detected below.
-        port=$(( 20000 + ( $$ * 7919 + $(date +%s%N | cut -c10-18) ) % 40000 ))
+        port=$(awk -v p=$$ -v t=$tries 'BEGIN { srand(); print 20000 + int(rand() * 40000 + p * 7919 + t * 104729) % 40000 }')
         rm -f "$dir/redis.pid"
         redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
             --daemonize yes --pidfile "$dir/redis.pid" --dir "$dir" \

@@ -18,16 +18,26 @@ echo "redis-server $(redis-server --version | awk '{print $3}') on 127.0.0.1:$po
 passed=0
 failed=0
 failed_names=""
+out="$dir/out.txt"
 for t in "$@"; do
     echo "=== $t"
     # shellcheck disable=SC2086
-    if ${RLOCK_TEST_WRAPPER:-} "$t" --jobs 2 --timeout 120 </dev/null; then
-        passed=$((passed + 1))
-    else
-        failed=$((failed + 1))
+    ${RLOCK_TEST_WRAPPER:-} "$t" --jobs 2 --timeout 180 </dev/null >"$out" 2>&1
+    rc=$?
+    cat "$out"
+    # Criterion's closing line: "Synthesis: Tested: N | Passing: P | Failing: F | Crashing: C"
+    syn=$(grep 'Synthesis: Tested' "$out" | tail -n 1)
+    p=$(echo "$syn" | sed -n 's/.*Passing: \([0-9]*\).*/\1/p')
+    f=$(echo "$syn" | sed -n 's/.*Failing: \([0-9]*\).*/\1/p')
+    x=$(echo "$syn" | sed -n 's/.*Crashing: \([0-9]*\).*/\1/p')
+    passed=$((passed + ${p:-0}))
+    failed=$((failed + ${f:-0} + ${x:-0}))
+    if [ "$rc" -ne 0 ]; then
         failed_names="$failed_names $(basename "$t")"
+        # A binary that died before its synthesis still counts as a failure.
+        [ -z "$syn" ] && failed=$((failed + 1))
     fi
 done
-echo "test binaries:$([ -n "$failed_names" ] && echo " failed:$failed_names")"
+[ -n "$failed_names" ] && echo "failed test programs:$failed_names"
 echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+[ -z "$failed_names" ] && [ "$failed" -eq 0 ]

@@ -174,7 +174,8 @@ void rlock__latch_garbage(rlock_client *c, char *key, size_t len)
     c->latches[c->nlatches] = key;
     c->latch_lens[c->nlatches] = len;
     c->nlatches++;
-    if (c->nlatches >= RLOCK__LATCH_BATCH) {
+    /* The first key arms the flush timer; a full batch is sent at once. */
+    if (c->nlatches == 1 || c->nlatches >= RLOCK__LATCH_BATCH) {
         pthread_cond_signal(&c->wd_cv);
     }
     pthread_mutex_unlock(&c->hold_mu);
