@@ -1,0 +1,312 @@
+/* The client: configuration, identity, statuses, closing and fork(). Every
+ * status of rlock.h is produced here at least once. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+TestSuite(client, .timeout = 60);
+
+Test(client, config_defaults)
+{
+    rlock_config cfg;
+    memset(&cfg, 0x5a, sizeof cfg);
+    rlock_config_init(&cfg);
+    cr_assert_null(cfg.url);
+    cr_assert_eq(cfg.command_timeout_ms, 3000);
+    cr_assert_eq(cfg.watchdog_timeout_ms, 30000);
+    cr_assert_eq(cfg.watchdog_batch_size, 100);
+    cr_assert_eq(cfg.subscribe_timeout_ms, 7500);
+    cr_assert_null(cfg.on_lock_lost);
+    rlock_config_init(NULL); /* no crash */
+}
+
+Test(client, status_strings_cover_every_value)
+{
+    for (int s = RLOCK_OK; s <= RLOCK_ECLOSED; s++) {
+        cr_assert_not_null(rlock_strerror((rlock_status)s));
+        cr_assert_eq(strncmp(rlock_status_name((rlock_status)s), "RLOCK_", 6), 0);
+    }
+    cr_assert_str_eq(rlock_status_name(RLOCK_EBUSY), "RLOCK_EBUSY");
+    cr_assert_str_eq(rlock_status_name((rlock_status)99), "RLOCK_UNKNOWN");
+    cr_assert_str_eq(rlock_strerror((rlock_status)-1), "unknown rlock status");
+    cr_assert_str_eq(rlock_version(), RLOCK_VERSION_STRING);
+}
+
+Test(client, einval_for_bad_arguments)
+{
+    rlock_client *c = NULL;
+    th_assert_status(rlock_client_new(NULL, NULL), RLOCK_EINVAL);
+    rlock_config cfg;
+    rlock_config_init(&cfg);
+    cfg.url = "http://127.0.0.1:6379";
+    th_assert_status(rlock_client_new(&cfg, &c), RLOCK_EINVAL);
+    cfg.url = "redis://127.0.0.1:70000";
+    th_assert_status(rlock_client_new(&cfg, &c), RLOCK_EINVAL);
+    cfg.url = th_url();
+    cfg.command_timeout_ms = -5;
+    th_assert_status(rlock_client_new(&cfg, &c), RLOCK_EINVAL);
+    cr_assert_null(c, "out untouched on failure");
+
+    c = th_client(NULL, 0);
+    rlock *l = NULL;
+    th_assert_status(rlock_new(c, "", &l), RLOCK_EINVAL);
+    th_assert_status(rlock_new(c, NULL, &l), RLOCK_EINVAL);
+    th_assert_status(rlock_new(NULL, "x", &l), RLOCK_EINVAL);
+    th_assert_status(rlock_new(c, "x", NULL), RLOCK_EINVAL);
+    char *name = th_name("einval");
+    th_ok(rlock_new(c, name, &l));
+    th_assert_status(rlock_lock(l, 0), RLOCK_EINVAL);
+    th_assert_status(rlock_lock(l, -7), RLOCK_EINVAL);
+    th_assert_status(rlock_lock(l, RLOCK_MAX_TIME_MS + 1), RLOCK_EINVAL);
+    th_assert_status(rlock_try_lock(l, -2, RLOCK_WATCHDOG), RLOCK_EINVAL);
+    th_assert_status(rlock_try_lock(l, INT64_MAX, RLOCK_WATCHDOG), RLOCK_EINVAL);
+    th_assert_status(rlock_lock(NULL, RLOCK_WATCHDOG), RLOCK_EINVAL);
+    th_assert_status(rlock_unlock(NULL), RLOCK_EINVAL);
+    th_assert_status(rlock_force_unlock(NULL, NULL), RLOCK_EINVAL);
+    th_assert_status(rlock_is_locked(l, NULL), RLOCK_EINVAL);
+    th_assert_status(rlock_is_held_by_current_thread(l, NULL), RLOCK_EINVAL);
+    th_assert_status(rlock_hold_count(l, NULL), RLOCK_EINVAL);
+    th_assert_status(rlock_remain_ttl(NULL, NULL), RLOCK_EINVAL);
+    uint64_t v;
+    th_assert_status(rlock_client_stat(c, (rlock_stat)42, &v), RLOCK_EINVAL);
+    th_assert_status(rlock_client_stat(NULL, RLOCK_STAT_COMMANDS, &v), RLOCK_EINVAL);
+    cr_assert_null(rlock_client_id(NULL));
+    cr_assert_null(rlock_name(NULL));
+    rlock_free(NULL);
+    rlock_client_free(NULL);
+    /* The huge lease was refused before anything reached Redis. */
+    redisContext *r = th_redis(0);
+    cr_assert_eq(th_exists(r, name), 0);
+    redisFree(r);
+    rlock_free(l);
+    rlock_client_free(c);
+    free(name);
+}
+
+Test(client, eio_when_nothing_listens)
+{
+    rlock_config cfg;
+    rlock_config_init(&cfg);
+    cfg.url = "redis://127.0.0.1:1"; /* reserved port: refused at once */
+    rlock_client *c = NULL;
+    th_assert_status(rlock_client_new(&cfg, &c), RLOCK_EIO);
+    cr_assert_null(c);
+}
+
+static void *thread_id_of_new_thread(void *arg)
+{
+    *(uint64_t *)arg = rlock_thread_id();
+    return NULL;
+}
+
+Test(client, thread_ids_are_distinct_and_stable)
+{
+    uint64_t me = rlock_thread_id();
+    cr_assert(me >= 1);
+    cr_assert_eq(rlock_thread_id(), me);
+    uint64_t other = 0;
+    pthread_t t;
+    pthread_create(&t, NULL, thread_id_of_new_thread, &other);
+    pthread_join(t, NULL);
+    cr_assert(other >= 1);
+    cr_assert_neq(other, me);
+    rlock_client *a = th_client(NULL, 0), *b = th_client(NULL, 0);
+    cr_assert_str_neq(rlock_client_id(a), rlock_client_id(b), "fresh uuid per client");
+    rlock_client_free(a);
+    rlock_client_free(b);
+}
+
+struct blocked {
+    rlock_client *c;
+    const char *name;
+    rlock_status st;
+};
+
+static void *block_on(void *arg)
+{
+    struct blocked *b = arg;
+    rlock *l;
+    th_ok(rlock_new(b->c, b->name, &l));
+    b->st = rlock_lock(l, RLOCK_WATCHDOG);
+    rlock_free(l);
+    return NULL;
+}
+
+Test(client, free_wakes_waiters_with_eclosed)
+{
+    rlock_client *holder = th_client(NULL, 0), *c = th_client(NULL, 0);
+    char *name = th_name("closed");
+    rlock *l;
+    th_ok(rlock_new(holder, name, &l));
+    th_ok(rlock_lock(l, 30000));
+    struct blocked b[2] = {{c, name, RLOCK_OK}, {c, name, RLOCK_OK}};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++) {
+        pthread_create(&t[i], NULL, block_on, &b[i]);
+    }
+    th_sleep_ms(400);
+    int64_t t0 = th_now_ms();
+    rlock_client_free(c);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(t[i], NULL);
+        th_assert_status(b[i].st, RLOCK_ECLOSED);
+    }
+    cr_assert(th_now_ms() - t0 < 2000, "closing does not wait for the 30 s lease");
+    /* The holder is unaffected. */
+    bool held = false;
+    th_ok(rlock_is_held_by_current_thread(l, &held));
+    cr_assert(held);
+    th_ok(rlock_unlock(l));
+    rlock_free(l);
+    rlock_client_free(holder);
+    free(name);
+}
+
+static rlock *fork_lock;
+
+static int child_uses_inherited(void *arg)
+{
+    (void)arg;
+    if (rlock_unlock(fork_lock) != RLOCK_ECLOSED) {
+        return 1;
+    }
+    if (rlock_lock(fork_lock, RLOCK_WATCHDOG) != RLOCK_ECLOSED) {
+        return 2;
+    }
+    /* A child makes its own client. */
+    rlock_client *mine = NULL;
+    rlock_config cfg;
+    rlock_config_init(&cfg);
+    cfg.url = th_url();
+    if (rlock_client_new(&cfg, &mine) != RLOCK_OK) {
+        return 3;
+    }
+    rlock *l;
+    if (rlock_new(mine, rlock_name(fork_lock), &l) != RLOCK_OK) {
+        return 4;
+    }
+    if (rlock_try_lock(l, 0, RLOCK_WATCHDOG) != RLOCK_EBUSY) {
+        return 5; /* the parent still holds it */
+    }
+    rlock_free(l);
+    rlock_client_free(mine);
+    return 0;
+}
+
+Test(client, fork_child_gets_eclosed)
+{
+    rlock_client *c = th_client(NULL, 0);
+    char *name = th_name("fork");
+    th_ok(rlock_new(c, name, &fork_lock));
+    th_ok(rlock_lock(fork_lock, RLOCK_WATCHDOG));
+    pid_t pid = th_fork(child_uses_inherited, NULL);
+    cr_assert_eq(th_wait(pid), 0, "child saw RLOCK_ECLOSED and could use its own client");
+    bool held = false;
+    th_ok(rlock_is_held_by_current_thread(fork_lock, &held));
+    cr_assert(held, "the child never released the parent's hold");
+    th_ok(rlock_unlock(fork_lock));
+    rlock_free(fork_lock);
+    rlock_client_free(c);
+    free(name);
+}
+
+Test(client, etimedout_when_server_is_paused)
+{
+    th_server s;
+    th_server_start(&s);
+    char *url = th_server_url(&s);
+    rlock_config cfg;
+    rlock_config_init(&cfg);
+    cfg.url = url;
+    cfg.command_timeout_ms = 300;
+    rlock_client *c = th_client_cfg(&cfg);
+    rlock *l;
+    th_ok(rlock_new(c, "paused", &l));
+    redisContext *r = th_redis(s.port);
+    th_cmd(r, "CLIENT PAUSE 1500 ALL");
+    int64_t t0 = th_now_ms();
+    int64_t n;
+    th_assert_status(rlock_hold_count(l, &n), RLOCK_ETIMEDOUT);
+    cr_assert(th_now_ms() - t0 < 1400, "answered by the timeout, not by the pause");
+    th_sleep_ms(1500);
+    th_ok(rlock_hold_count(l, &n)); /* a fresh connection after the pause */
+    cr_assert_eq(n, 0);
+    rlock_free(l);
+    rlock_client_free(c);
+    redisFree(r);
+    th_server_stop(&s);
+    free(url);
+}
+
+Test(client, eproto_for_a_non_numeric_count)
+{
+    rlock_client *c = th_client(NULL, 0);
+    char *name = th_name("proto");
+    char *owner = th_owner(c, rlock_thread_id());
+    redisContext *r = th_redis(0);
+    th_cmd(r, "HSET %s %s not-a-number", name, owner);
+    rlock *l;
+    th_ok(rlock_new(c, name, &l));
+    int64_t n;
+    th_assert_status(rlock_hold_count(l, &n), RLOCK_EPROTO);
+    th_cmd(r, "DEL %s", name);
+    rlock_free(l);
+    rlock_client_free(c);
+    redisFree(r);
+    free(owner);
+    free(name);
+}
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define UNDER_SANITIZER 1
+#else
+#define UNDER_SANITIZER 0
+#endif
+
+static int enomem_child(void *arg)
+{
+    (void)arg;
+    rlock_client *c = NULL;
+    rlock_config cfg;
+    rlock_config_init(&cfg);
+    cfg.url = th_url();
+    if (rlock_client_new(&cfg, &c) != RLOCK_OK) {
+        return 1;
+    }
+    size_t len = 64u << 20;
+    char *big = malloc(len + 1);
+    if (!big) {
+        return 2;
+    }
+    memset(big, 'n', len);
+    big[len] = '\0';
+    /* Leave room for small allocations, none for a copy of the name. */
+    struct rlimit rl;
+    long pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f || fscanf(f, "%ld", &pages) != 1) {
+        return 3;
+    }
+    fclose(f);
+    rl.rlim_cur = rl.rlim_max = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + (16u << 20);
+    if (setrlimit(RLIMIT_AS, &rl) != 0) {
+        return 4;
+    }
+    rlock *l = NULL;
+    rlock_status st = rlock_new(c, big, &l);
+    return st == RLOCK_ENOMEM ? 0 : 10 + (int)st;
+}
+
+Test(client, enomem_when_allocation_fails)
+{
+    if (UNDER_SANITIZER) {
+        cr_skip_test("address-space limits do not mix with sanitizer shadow memory");
+    }
+    pid_t pid = th_fork(enomem_child, NULL);
+    cr_assert_eq(th_wait(pid), 0, "rlock_new returned RLOCK_ENOMEM");
+}
