@@ -103,8 +103,7 @@ typedef struct rlock_config {
     int64_t retry_timeout_ms;
 } rlock_config;
 
-/* Fills every field with its default. Never fails; cfg must not be NULL
- * (a NULL cfg is ignored). */
+/* Fills every field with its default. Never fails; a NULL cfg is ignored. */
 RLOCK_API void rlock_config_init(rlock_config *cfg);
 
 /* Creates a client: parses the URL, opens one command connection (to report
@@ -118,9 +117,12 @@ RLOCK_API rlock_status rlock_client_new(const rlock_config *cfg,
 
 /* Closes a client: wakes every thread blocked in rlock_lock()/try_lock() on
  * it (they return RLOCK_ECLOSED), waits for calls in progress to return
- * (each at most command_timeout_ms), stops both threads, closes the
- * connections and frees everything. Held locks are not unlocked; their
- * leases run out. Call once, after freeing the client's rlock handles.
+ * (each at most command_timeout_ms), stops both threads, deletes the unlock
+ * latch keys it still had queued, closes the connections and frees
+ * everything. Held locks are not unlocked; their leases run out. Call it
+ * once. rlock_free() touches only the handle, so handles may be freed
+ * before or after their client (a thread woken with RLOCK_ECLOSED frees its
+ * handle afterwards); no other call may use a handle of a freed client.
  * NULL is a no-op. In a fork()ed child it only frees memory: it never
  * touches the parent's connections or threads. */
 RLOCK_API void rlock_client_free(rlock_client *c);
@@ -142,7 +144,8 @@ RLOCK_API rlock_status rlock_new(rlock_client *c, const char *name,
 
 /* Frees a handle. Does not unlock: holds belong to threads, not handles,
  * and stay (and are renewed) until unlocked through any handle of the same
- * name. NULL is a no-op. Do not free a handle another thread is using. */
+ * name. Touches only the handle's memory, never the client or Redis. NULL
+ * is a no-op. Do not free a handle another thread is using. */
 RLOCK_API void rlock_free(rlock *l);
 
 /* The lock's name as given to rlock_new(). NULL if l is NULL. */
@@ -167,19 +170,32 @@ RLOCK_API rlock_status rlock_try_lock(rlock *l, int64_t wait_ms,
 
 /* Releases one hold of the calling thread. The last release deletes the key
  * and publishes "0" on the lock's channel, which wakes one waiter in every
- * process. One round trip; never blocks longer than command_timeout_ms.
- * Returns RLOCK_OK, RLOCK_ENOTOWNER (this thread holds no hold on it; Redis
- * unchanged), RLOCK_ELOST (this thread held it but the lease ran out or it
- * was force-unlocked; the hold is forgotten), RLOCK_EIO, RLOCK_ETIMEDOUT,
- * RLOCK_EREDIS, RLOCK_EPROTO, RLOCK_ECLOSED, RLOCK_EINVAL. */
+ * process. A partial release resets the TTL to the hold's lease (the
+ * watchdog timeout, or the last explicit lease). One round trip; after a
+ * transport error it is sent once more with the same request id (the
+ * unlock latch makes that safe), so it blocks for at most about twice
+ * command_timeout_ms. Returns RLOCK_OK, RLOCK_ENOTOWNER (this thread holds
+ * no hold on it; Redis unchanged), RLOCK_ELOST (this thread held it but the
+ * lease ran out or it was force-unlocked; the hold is forgotten), RLOCK_EIO
+ * and RLOCK_ETIMEDOUT (outcome unknown: the hold is still counted, and if
+ * the release did happen the next unlock reports RLOCK_ELOST), RLOCK_EREDIS,
+ * RLOCK_EPROTO, RLOCK_ECLOSED, RLOCK_EINVAL. */
 RLOCK_API rlock_status rlock_unlock(rlock *l);
 
 /* Deletes the lock whoever holds it, and publishes "0" if it was held.
  * *was_locked (may be NULL) tells whether there was a lock to delete.
- * Holders in this process are forgotten (their watchdog stops, their next
+ * Holders in this client are forgotten (their watchdog stops, their next
  * unlock returns RLOCK_ELOST); holders elsewhere find out at their next
- * renewal or unlock. Returns RLOCK_OK or a transport/argument status. */
+ * renewal or unlock. One round trip, at most command_timeout_ms.
+ * Returns RLOCK_OK, RLOCK_EINVAL, RLOCK_EIO, RLOCK_ETIMEDOUT, RLOCK_EREDIS,
+ * RLOCK_EPROTO, RLOCK_ECLOSED, RLOCK_ENOMEM. */
 RLOCK_API rlock_status rlock_force_unlock(rlock *l, bool *was_locked);
+
+/* The queries below each run one command (one round trip, at most
+ * command_timeout_ms) and return RLOCK_OK, RLOCK_EINVAL (NULL argument),
+ * RLOCK_EIO, RLOCK_ETIMEDOUT, RLOCK_EREDIS (e.g. WRONGTYPE: the key holds
+ * another type), RLOCK_EPROTO (e.g. a non-numeric hold count),
+ * RLOCK_ECLOSED or RLOCK_ENOMEM. */
 
 /* Whether anyone holds the lock (EXISTS). */
 RLOCK_API rlock_status rlock_is_locked(rlock *l, bool *locked);
@@ -187,7 +203,8 @@ RLOCK_API rlock_status rlock_is_locked(rlock *l, bool *locked);
 /* Whether the calling thread holds the lock, as Redis sees it (HEXISTS). */
 RLOCK_API rlock_status rlock_is_held_by_current_thread(rlock *l, bool *held);
 
-/* Whether thread thread_id of this client holds the lock (HEXISTS). */
+/* Whether thread thread_id of this client holds the lock (HEXISTS). Any
+ * value is accepted; 0 is never a real thread id, so it answers false. */
 RLOCK_API rlock_status rlock_is_held_by_thread(rlock *l, uint64_t thread_id,
                                                bool *held);
 

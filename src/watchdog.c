@@ -489,6 +489,35 @@ static void free_hold(rlock__map_node *n, void *arg)
     }
 }
 
+/* At close, delete the latch keys still queued on any live connection, so
+ * a program that unlocks and exits leaves nothing behind. Every other
+ * thread has stopped, so the pool is used without its mutex. */
+static void final_flush(rlock_client *c)
+{
+    for (int i = 0; i < c->pool.size && c->nlatches > 0; i++) {
+        redisContext *ctx = c->pool.conns ? c->pool.conns[i].ctx : NULL;
+        if (!ctx || ctx->err) {
+            continue;
+        }
+        size_t n = c->nlatches;
+        const char **argv = malloc((n + 1) * sizeof *argv);
+        size_t *lens = malloc((n + 1) * sizeof *lens);
+        if (argv && lens) {
+            argv[0] = "DEL";
+            lens[0] = 3;
+            memcpy(argv + 1, c->latches, n * sizeof *argv);
+            memcpy(lens + 1, c->latch_lens, n * sizeof *lens);
+            redisReply *r = redisCommandArgv(ctx, (int)n + 1, argv, lens);
+            if (r) {
+                freeReplyObject(r);
+            }
+        }
+        free(argv);
+        free(lens);
+        break;
+    }
+}
+
 void rlock__watchdog_stop(rlock_client *c)
 {
     if (c->wd_running) {
@@ -498,6 +527,7 @@ void rlock__watchdog_stop(rlock_client *c)
         pthread_mutex_unlock(&c->hold_mu);
         pthread_join(c->wd_thread, NULL);
         c->wd_running = false;
+        final_flush(c);
     }
     if (!c->holds.slots) {
         return;
