@@ -32,6 +32,13 @@ for t in "$@"; do
     x=$(echo "$syn" | sed -n 's/.*Crashing: \([0-9]*\).*/\1/p')
     passed=$((passed + ${p:-0}))
     failed=$((failed + ${f:-0} + ${x:-0}))
+    # Sanitizer reports in test workers do not change Criterion's verdict,
+    # so they are counted here.
+    if grep -q 'ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:\|WARNING: ThreadSanitizer' "$out"; then
+        echo "sanitizer report in $(basename "$t")"
+        rc=1
+        failed=$((failed + 1))
+    fi
     if [ "$rc" -ne 0 ]; then
         failed_names="$failed_names $(basename "$t")"
         # A binary that died before its synthesis still counts as a failure.

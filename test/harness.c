@@ -87,6 +87,16 @@ redisReply *th_cmd(redisContext *r, const char *fmt, ...)
     return rep;
 }
 
+void th_run(redisContext *r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *rep = redisvCommand(r, fmt, ap);
+    va_end(ap);
+    cr_assert(rep != NULL, "redis command '%s' failed: %s", fmt, r->errstr);
+    freeReplyObject(rep);
+}
+
 static long long int_reply(redisReply *rep)
 {
     long long v;
@@ -136,8 +146,7 @@ char *th_owner(rlock_client *c, uint64_t tid)
 redisContext *th_subscribe(int port, const char *channel)
 {
     redisContext *r = th_redis(port);
-    redisReply *rep = th_cmd(r, "SUBSCRIBE %s", channel);
-    freeReplyObject(rep);
+    th_run(r, "SUBSCRIBE %s", channel);
     return r;
 }
 

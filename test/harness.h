@@ -39,6 +39,8 @@ redisContext *th_redis(int port);
 /* Runs a command and returns the reply; aborts the test on a transport
  * error. The caller frees it with freeReplyObject(). */
 redisReply *th_cmd(redisContext *r, const char *fmt, ...);
+/* Runs a command whose reply is not needed, and frees it. */
+void th_run(redisContext *r, const char *fmt, ...);
 /* Integer replies and common look-ups. */
 long long th_hget_int(redisContext *r, const char *key, const char *field);
 long long th_pttl(redisContext *r, const char *key);

@@ -228,7 +228,7 @@ Test(client, etimedout_when_server_is_paused)
     rlock *l;
     th_ok(rlock_new(c, "paused", &l));
     redisContext *r = th_redis(s.port);
-    th_cmd(r, "CLIENT PAUSE 1500 ALL");
+    th_run(r, "CLIENT PAUSE 1500 ALL");
     int64_t t0 = th_now_ms();
     int64_t n;
     th_assert_status(rlock_hold_count(l, &n), RLOCK_ETIMEDOUT);
@@ -249,12 +249,12 @@ Test(client, eproto_for_a_non_numeric_count)
     char *name = th_name("proto");
     char *owner = th_owner(c, rlock_thread_id());
     redisContext *r = th_redis(0);
-    th_cmd(r, "HSET %s %s not-a-number", name, owner);
+    th_run(r, "HSET %s %s not-a-number", name, owner);
     rlock *l;
     th_ok(rlock_new(c, name, &l));
     int64_t n;
     th_assert_status(rlock_hold_count(l, &n), RLOCK_EPROTO);
-    th_cmd(r, "DEL %s", name);
+    th_run(r, "DEL %s", name);
     rlock_free(l);
     rlock_client_free(c);
     redisFree(r);

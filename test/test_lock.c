@@ -165,8 +165,8 @@ Test(lock, try_lock_zero_wait_on_held_lock)
 {
     char *name = th_name("trybusy");
     /* A Redisson-format holder written by hand: another client's field. */
-    th_cmd(r, "HSET %s 6f1c0a4e-2b7d-4c3e-9a51-0d2f8e7b1c44:57 1", name);
-    th_cmd(r, "PEXPIRE %s 10000", name);
+    th_run(r, "HSET %s 6f1c0a4e-2b7d-4c3e-9a51-0d2f8e7b1c44:57 1", name);
+    th_run(r, "PEXPIRE %s 10000", name);
     rlock *l;
     th_ok(rlock_new(c, name, &l));
     th_assert_status(rlock_try_lock(l, 0, RLOCK_WATCHDOG), RLOCK_EBUSY);
@@ -282,7 +282,7 @@ Test(lock, braces_in_name_keep_the_tag)
 Test(lock, wrongtype_key_is_eredis)
 {
     char *name = th_name("wrongtype");
-    th_cmd(r, "SET %s hello", name);
+    th_run(r, "SET %s hello", name);
     rlock *l;
     th_ok(rlock_new(c, name, &l));
     /* EXISTS is true and HEXISTS fails: the script errors out. */
@@ -303,7 +303,7 @@ Test(lock, key_without_ttl_is_respected)
 {
     /* spec 11.3: a holder that left no TTL. try_lock must not wait forever. */
     char *name = th_name("nottl");
-    th_cmd(r, "HSET %s someone-else:1 1", name);
+    th_run(r, "HSET %s someone-else:1 1", name);
     rlock *l;
     th_ok(rlock_new(c, name, &l));
     int64_t t0 = th_now_ms();
@@ -312,7 +312,7 @@ Test(lock, key_without_ttl_is_respected)
     int64_t ttl;
     th_ok(rlock_remain_ttl(l, &ttl));
     cr_assert_eq(ttl, -1);
-    th_cmd(r, "DEL %s", name);
+    th_run(r, "DEL %s", name);
     rlock_free(l);
     free(name);
 }

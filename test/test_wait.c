@@ -66,8 +66,8 @@ Test(wait, try_lock_gives_up_after_its_wait)
     rlock_client *a = th_client(NULL, 0);
     redisContext *r = th_redis(0);
     char *name = th_name("trywait");
-    th_cmd(r, "HSET %s other-client:1 1", name);
-    th_cmd(r, "PEXPIRE %s 30000", name);
+    th_run(r, "HSET %s other-client:1 1", name);
+    th_run(r, "PEXPIRE %s 30000", name);
     rlock *l;
     th_ok(rlock_new(a, name, &l));
     int64_t t0 = th_now_ms();
@@ -114,8 +114,8 @@ Test(wait, redisson_holder_and_release_by_hand)
     redisContext *r = th_redis(0);
     char *name = th_name("java");
     const char *java = "1b4e28ba-2fa1-41d2-883f-0016d3cca427:1";
-    th_cmd(r, "HSET %s %s 2", name, java);
-    th_cmd(r, "PEXPIRE %s 30000", name);
+    th_run(r, "HSET %s %s 2", name, java);
+    th_run(r, "PEXPIRE %s 30000", name);
     struct waiter w = {a, name, 20000, RLOCK_EINVAL, 0, false};
     pthread_t t;
     pthread_create(&t, NULL, wait_thread, &w);
@@ -123,7 +123,7 @@ Test(wait, redisson_holder_and_release_by_hand)
     cr_assert_eq(w.returned_at, 0);
     cr_assert_eq(th_hget_int(r, name, java), 2, "our waiter never touches the holder");
     int64_t released = th_now_ms();
-    th_cmd(r, "DEL %s", name);
+    th_run(r, "DEL %s", name);
     char *chan = NULL;
     cr_assert(asprintf(&chan, "redisson_lock__channel:{%s}", name) > 0);
     redisReply *rep = th_cmd(r, "PUBLISH %s 0", chan);
@@ -135,7 +135,7 @@ Test(wait, redisson_holder_and_release_by_hand)
     /* Our hold now looks exactly like a Redisson hold to a Java client. */
     cr_assert_eq(th_hlen(r, name), 1);
     cr_assert(th_pttl(r, name) > 25000);
-    th_cmd(r, "DEL %s", name);
+    th_run(r, "DEL %s", name);
     free(chan);
     rlock_client_free(a);
     redisFree(r);

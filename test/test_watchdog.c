@@ -108,7 +108,7 @@ Test(watchdog, lost_lock_is_reported_and_unlock_says_elost)
     th_ok(rlock_lock(l, RLOCK_WATCHDOG));
     th_ok(rlock_lock(l, RLOCK_WATCHDOG));
     /* Someone deletes it behind our back (an operator, an expiry). */
-    th_cmd(r, "DEL %s", name);
+    th_run(r, "DEL %s", name);
     int64_t deadline = th_now_ms() + 3000;
     int calls = 0;
     while (th_now_ms() < deadline) {
@@ -158,8 +158,8 @@ Test(watchdog, no_renewal_outlives_unlock)
     th_ok(rlock_client_stat(c, RLOCK_STAT_HELD, &held));
     cr_assert_eq(held, 0, "nothing registered for renewal");
     char *owner = th_owner(c, rlock_thread_id());
-    th_cmd(r, "HSET %s %s 1", name, owner);
-    th_cmd(r, "PEXPIRE %s 400", name);
+    th_run(r, "HSET %s %s 1", name, owner);
+    th_run(r, "PEXPIRE %s 400", name);
     th_sleep_ms(1000); /* > three renewal periods */
     cr_assert_eq(th_exists(r, name), 0, "expired: nobody renewed it");
     rlock_free(l);
