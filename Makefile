@@ -127,7 +127,7 @@ $(B)/race: test/race.c $(B)/librlock.a
 
 valgrind: deps
 	$(MAKE) all $(TEST_BIN)
-	RLOCK_TEST_WRAPPER="valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect --error-exitcode=99 --quiet" \
+	RLOCK_TEST_WRAPPER="valgrind --trace-children=yes --leak-check=full --errors-for-leak-kinds=definite,indirect --error-exitcode=99 --quiet" \
 	  sh scripts/run-tests.sh $(B) $(TEST_BIN)
 
 install: lib $(B)/rlock

@@ -8,6 +8,7 @@
  * return and re-made on a later borrow, with a pool-wide backoff so that a
  * dead server is not hammered by every waiting thread. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
@@ -73,6 +74,12 @@ rlock_status rlock__connect(rlock_client *c, redisContext **out)
     if (ctx->err) {
         st = rlock__ctx_status(ctx);
         goto fail;
+    }
+    /* hiredis 0.14 does not set close-on-exec: without it every program the
+     * application fork()s and exec()s would inherit our Redis sockets. */
+    int fl = fcntl(ctx->fd, F_GETFD);
+    if (fl >= 0) {
+        fcntl(ctx->fd, F_SETFD, fl | FD_CLOEXEC);
     }
     if (redisSetTimeout(ctx, ms_tv(c->cfg.command_timeout_ms)) != REDIS_OK) {
         st = RLOCK_EIO;
