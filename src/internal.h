@@ -210,10 +210,14 @@ void rlock__chan_unref(struct rlock_client *c, rlock__chan *ch);
  * Returns RLOCK_OK, RLOCK_ETIMEDOUT or RLOCK_ECLOSED. */
 rlock_status rlock__chan_wait_subscribed(struct rlock_client *c,
                                          rlock__chan *ch, int64_t deadline_ms);
+/* Whether local threads are queued on channel right now. */
+bool rlock__chan_queued(struct rlock_client *c, const char *channel, size_t len);
 /* Queues the calling thread as a waiter of a referenced entry;
- * *queued_behind tells whether other local waiters were already queued. */
+ * *queued_behind tells whether other local waiters were already queued,
+ * and *hint_until the latest time they planned to sleep to (-1: none). */
 rlock_status rlock__chan_join(struct rlock_client *c, rlock__chan *ch,
-                              rlock__waiter **out, bool *queued_behind);
+                              rlock__waiter **out, bool *queued_behind,
+                              int64_t *hint_until);
 /* Sleeps until a release message wakes this waiter, a reconnect, or
  * deadline_ms (< 0: none). Returns RLOCK_OK or RLOCK_ECLOSED. */
 rlock_status rlock__chan_sleep(struct rlock_client *c, rlock__chan *ch,

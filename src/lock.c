@@ -182,7 +182,15 @@ static rlock_status lock_impl(rlock *l, int64_t wait_ms, int64_t lease_ms)
     int64_t io_since = -1, io_sleep = 0, ttl = -1;
     rlock__chan *ch = NULL;
     rlock__waiter *w = NULL;
-    bool skip_attempt = false;
+    /* No barging: while other threads of this client queue for the name, a
+     * newcomer that does not hold it queues behind them instead of racing
+     * them. Otherwise the thread that just released would win again and
+     * again, and every woken waiter's attempt would be wasted. */
+    bool skip_attempt =
+        wait_ms != 0 && held == 0 && rlock__chan_queued(c, l->channel, l->chanlen);
+    if (skip_attempt) {
+        st = RLOCK_EBUSY;
+    }
     for (;;) {
         if (!skip_attempt) {
             st = attempt(l, owner, lease, &ttl);
@@ -214,17 +222,17 @@ static rlock_status lock_impl(rlock *l, int64_t wait_ms, int64_t lease_ms)
                 break;
             }
         }
-        skip_attempt = false;
         int64_t now = rlock__now_ms();
         if (deadline >= 0 && now >= deadline) {
             break; /* st is RLOCK_EBUSY, or the transport error */
         }
         if (!ch) {
             bool behind = false;
+            int64_t hint = -1;
             if ((st = rlock__chan_ref(c, l->channel, l->chanlen, &ch)) != RLOCK_OK) {
                 break;
             }
-            if ((st = rlock__chan_join(c, ch, &w, &behind)) != RLOCK_OK) {
+            if ((st = rlock__chan_join(c, ch, &w, &behind, &hint)) != RLOCK_OK) {
                 rlock__chan_unref(c, ch);
                 ch = NULL;
                 break;
@@ -238,15 +246,17 @@ static rlock_status lock_impl(rlock *l, int64_t wait_ms, int64_t lease_ms)
                 break;
             }
             st = RLOCK_EBUSY;
-            /* Other threads of this process are queued already: wait for a
-             * turn instead of barging ahead of them, which keeps hand-offs
-             * fair and saves an attempt that would fail anyway. */
+            /* Queued behind other local waiters: sleep until woken in turn,
+             * at the latest when the lease they last saw runs out (or a
+             * watchdog lease, if they saw none). Otherwise try again now. */
             if (!(behind && held == 0)) {
+                skip_attempt = false;
                 continue;
             }
-            skip_attempt = true;
-            ttl = c->cfg.watchdog_timeout_ms;
+            now = rlock__now_ms();
+            ttl = hint > now ? hint - now : c->cfg.watchdog_timeout_ms;
         }
+        skip_attempt = false;
         int64_t until;
         if (io_sleep > 0 && st != RLOCK_EBUSY) {
             until = now + io_sleep;

@@ -46,6 +46,7 @@ struct rlock__chan {
     int refs;
     int64_t permits;
     int64_t idle_since;
+    int64_t hint_until; /* latest lease end a local waiter slept towards */
     rlock__waiter *head, *tail;
     pthread_cond_t sub_cv; /* subscription confirmed or state reset */
     uint64_t gen;          /* bumped on reconnect and close */
@@ -169,8 +170,17 @@ rlock_status rlock__chan_wait_subscribed(rlock_client *c, rlock__chan *ch, int64
     return st;
 }
 
+bool rlock__chan_queued(rlock_client *c, const char *channel, size_t len)
+{
+    pthread_mutex_lock(&c->ps_mu);
+    rlock__chan *ch = (rlock__chan *)rlock__map_get(&c->chans, channel, len);
+    bool queued = ch && ch->head;
+    pthread_mutex_unlock(&c->ps_mu);
+    return queued;
+}
+
 rlock_status rlock__chan_join(rlock_client *c, rlock__chan *ch, rlock__waiter **out,
-                              bool *queued_behind)
+                              bool *queued_behind, int64_t *hint_until)
 {
     rlock__waiter *w = calloc(1, sizeof *w);
     if (!w) {
@@ -179,6 +189,7 @@ rlock_status rlock__chan_join(rlock_client *c, rlock__chan *ch, rlock__waiter **
     rlock__cond_init(&w->cv);
     pthread_mutex_lock(&c->ps_mu);
     *queued_behind = ch->head != NULL;
+    *hint_until = ch->head ? ch->hint_until : -1;
     w->prev = ch->tail;
     if (ch->tail) {
         ch->tail->next = w;
@@ -221,6 +232,9 @@ rlock_status rlock__chan_sleep(rlock_client *c, rlock__chan *ch, rlock__waiter *
                                int64_t deadline_ms)
 {
     pthread_mutex_lock(&c->ps_mu);
+    if (deadline_ms > ch->hint_until) {
+        ch->hint_until = deadline_ms;
+    }
     if (!w->woken && ch->permits > 0) {
         ch->permits--;
         w->woken = true;
