@@ -81,7 +81,8 @@ typedef struct rlock_config {
      * NULL -> redis://127.0.0.1:6379. Percent-escapes (%40) are decoded in
      * the user and password. */
     const char *url;
-    int pool_size;               /* command connections; 0 -> 8 */
+    int pool_size;               /* most command connections, made on
+                                    demand; 0 -> 32 */
     int64_t connect_timeout_ms;  /* per connect attempt; 0 -> 2000 */
     int64_t command_timeout_ms;  /* per reply; 0 -> 3000 */
     int64_t watchdog_timeout_ms; /* lease while renewing; 0 -> 30000 */

@@ -13,7 +13,9 @@
 
 #include "rlock.h"
 
-#define RLOCK__DEFAULT_POOL 8
+/* Connections are made lazily, so a large pool costs nothing until that
+ * many threads talk to Redis at once; then it saves them queueing. */
+#define RLOCK__DEFAULT_POOL 32
 #define RLOCK__DEFAULT_CONNECT_MS 2000
 #define RLOCK__DEFAULT_COMMAND_MS 3000
 #define RLOCK__DEFAULT_WATCHDOG_MS 30000

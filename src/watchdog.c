@@ -260,6 +260,37 @@ static size_t mark_lost(rlock_client *c, renewal *v, const int8_t *res, size_t n
     return k;
 }
 
+/* Renews v[lo .. lo+k) with one script call through the NOSCRIPT fallback.
+ * False on a transport error. */
+static bool eval_batch(rlock_client *c, rlock__conn *conn, renewal *v, size_t lo, size_t k,
+                       const char *lease, const char **argv, size_t *lens, int8_t *res)
+{
+    for (size_t i = 0; i < k; i++) {
+        argv[i] = v[lo + i].name;
+        lens[i] = v[lo + i].namelen;
+        argv[k + 1 + i] = v[lo + i].owner;
+        lens[k + 1 + i] = strlen(v[lo + i].owner);
+    }
+    argv[k] = lease;
+    lens[k] = strlen(lease);
+    redisReply *r = NULL;
+    if (rlock__conn_eval(c, conn, &rlock__script_renew, (int)k, (int)(2 * k + 1), argv, lens,
+                         &r) != RLOCK_OK) {
+        return false;
+    }
+    rlock__stat_add(c, RLOCK_STAT_RENEWAL_CALLS, 1);
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == k) {
+        for (size_t i = 0; i < k; i++) {
+            if (r->element[i]->type == REDIS_REPLY_INTEGER) {
+                res[lo + i] = r->element[i]->integer ? 1 : 0;
+                rlock__stat_add(c, RLOCK_STAT_RENEWED, (uint64_t)res[lo + i]);
+            }
+        }
+    }
+    freeReplyObject(r);
+    return true;
+}
+
 /* Sends the renewal scripts, pipelined, one per batch. res[i] is 1 (kept),
  * 0 (gone) or -1 (no answer: retried next round). */
 static void renew_all(rlock_client *c, renewal *v, size_t n, int8_t *res)
@@ -279,9 +310,16 @@ static void renew_all(rlock_client *c, renewal *v, size_t n, int8_t *res)
     if (!argv || !lens) {
         goto out;
     }
-    /* Pipeline: append every batch, then read every reply. */
+    /* The first batch goes alone through the NOSCRIPT fallback, so that
+     * after a server restart the script is cached again before the rest
+     * is pipelined (otherwise every pipelined call would fail and be sent
+     * twice). Then the pipeline: append every other batch, read every
+     * reply. */
+    if (!eval_batch(c, conn, v, 0, n < bs ? n : bs, lease, argv, lens, res)) {
+        goto out;
+    }
     size_t sent = 0;
-    for (size_t b = 0; b < nb; b++) {
+    for (size_t b = 1; b < nb; b++) {
         size_t lo = b * bs, k = (n - lo < bs) ? n - lo : bs;
         char nk[16];
         snprintf(nk, sizeof nk, "%zu", k);
@@ -304,7 +342,7 @@ static void renew_all(rlock_client *c, renewal *v, size_t n, int8_t *res)
         }
         sent++;
     }
-    for (size_t b = 0; b < sent; b++) {
+    for (size_t b = 1; b <= sent; b++) {
         size_t lo = b * bs, k = (n - lo < bs) ? n - lo : bs;
         redisReply *r = NULL;
         if (redisGetReply(conn->ctx, (void **)&r) != REDIS_OK || !r) {
@@ -313,8 +351,8 @@ static void renew_all(rlock_client *c, renewal *v, size_t n, int8_t *res)
         rlock__stat_add(c, RLOCK_STAT_COMMANDS, 1);
         rlock__stat_add(c, RLOCK_STAT_RENEWAL_CALLS, 1);
         if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) {
-            /* The server lost its script cache (restart): redo this batch
-             * with the body once the pipeline is drained. */
+            /* The cache was flushed mid-round: redo this batch with the
+             * body once the pipeline is drained. */
             freeReplyObject(r);
             continue;
         }
@@ -328,34 +366,13 @@ static void renew_all(rlock_client *c, renewal *v, size_t n, int8_t *res)
         }
         freeReplyObject(r);
     }
-    /* Batches that hit NOSCRIPT: one EVALSHA/EVAL each, through the
-     * fallback path. */
-    for (size_t b = 0; b < nb && !conn->ctx->err; b++) {
+    /* Batches that hit NOSCRIPT anyway (SCRIPT FLUSH mid-round): one call
+     * each, through the fallback path. */
+    for (size_t b = 1; b < nb && !conn->ctx->err; b++) {
         size_t lo = b * bs, k = (n - lo < bs) ? n - lo : bs;
-        if (res[lo] != -1) {
-            continue;
-        }
-        for (size_t i = 0; i < k; i++) {
-            argv[i] = v[lo + i].name;
-            lens[i] = v[lo + i].namelen;
-            argv[k + 1 + i] = v[lo + i].owner;
-            lens[k + 1 + i] = strlen(v[lo + i].owner);
-        }
-        argv[k] = lease;
-        lens[k] = strlen(lease);
-        redisReply *r = NULL;
-        if (rlock__conn_eval(c, conn, &rlock__script_renew, (int)k, (int)(2 * k + 1), argv,
-                             lens, &r) != RLOCK_OK) {
+        if (res[lo] == -1 && !eval_batch(c, conn, v, lo, k, lease, argv, lens, res)) {
             break;
         }
-        rlock__stat_add(c, RLOCK_STAT_RENEWAL_CALLS, 1);
-        if (r->type == REDIS_REPLY_ARRAY && r->elements == k) {
-            for (size_t i = 0; i < k; i++) {
-                res[lo + i] = r->element[i]->integer ? 1 : 0;
-                rlock__stat_add(c, RLOCK_STAT_RENEWED, (uint64_t)res[lo + i]);
-            }
-        }
-        freeReplyObject(r);
     }
 out:
     free(argv);
