@@ -33,17 +33,6 @@ typedef struct cli_opts {
     int64_t watchdog_ms;       /* 0: library default */
 } cli_opts;
 
-/* Where a direct hiredis connection goes: the same URL forms as
- * rlock_config.url. */
-typedef struct cli_endpoint {
-    char *host; /* NULL for a unix socket */
-    int port;
-    char *path; /* unix socket path, or NULL */
-    char *user;
-    char *password;
-    int db;
-} cli_endpoint;
-
 /* Result of cli_wait_free(). */
 typedef enum cli_wait_result {
     CLI_WAIT_DONE,    /* the probe reported success */
@@ -80,8 +69,6 @@ int cli_run(cli_opts *o, int argc, char **argv);
 
 /* ---- redis.c -------------------------------------------------------- */
 
-rlock_status cli_parse_url(const char *url, cli_endpoint *ep);
-void cli_endpoint_free(cli_endpoint *ep);
 /* Connects, authenticates and selects the database of url. */
 rlock_status cli_connect(const char *url, redisContext **out);
 /* The pub/sub channel of lock name (spec 0.1); the caller frees it. */

@@ -4,6 +4,7 @@
  * (the library's own waits cannot, and `rlock run` must react to signals
  * while it waits). Everything that changes a lock goes through the library. */
 #include "cli.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -21,200 +22,6 @@
  * one more probe), which also keeps the ms count within an int. */
 #define MAX_POLL_MS (3600 * 1000)
 
-/* ---- URL ----------------------------------------------------------------- */
-
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
-}
-
-/* The rules below mirror the library's parser for rlock_config.url, so
- * that `status` and `wait` reach the server `run` reaches and reject the
- * URLs rlock_client_new() rejects. */
-
-/* Decodes the %XX escapes of s[0..n). *bad is set on a broken escape or a
- * decoded NUL, which no AUTH argument may contain. */
-static char *pct_decode(const char *s, size_t n, bool *bad)
-{
-    char *out = malloc(n + 1);
-    if (out == NULL) {
-        *bad = true;
-        return NULL;
-    }
-    size_t j = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] == '%') {
-            int hi = i + 2 < n ? hexval(s[i + 1]) : -1;
-            int lo = i + 2 < n ? hexval(s[i + 2]) : -1;
-            if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) {
-                free(out);
-                *bad = true;
-                return NULL;
-            }
-            out[j++] = (char)(hi * 16 + lo);
-            i += 2;
-        } else {
-            out[j++] = s[i];
-        }
-    }
-    out[j] = '\0';
-    return out;
-}
-
-static bool parse_int(const char *s, size_t n, int min, int max, int *out)
-{
-    if (n == 0 || n > 9) {
-        return false;
-    }
-    int v = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9') {
-            return false;
-        }
-        v = v * 10 + (s[i] - '0');
-    }
-    if (v < min || v > max) {
-        return false;
-    }
-    *out = v;
-    return true;
-}
-
-/* unix:///path[?db=N][&password=P][&user=U]: s is what follows "unix://". */
-static bool parse_unix(const char *s, cli_endpoint *ep)
-{
-    bool bad = false;
-    const char *q = strchr(s, '?');
-    size_t plen = q ? (size_t)(q - s) : strlen(s);
-    if (plen == 0 || s[0] != '/' || (ep->path = pct_decode(s, plen, &bad)) == NULL) {
-        return false;
-    }
-    while (q != NULL && *q != '\0' && !bad) {
-        const char *k = q + 1;
-        const char *amp = strchr(k, '&');
-        size_t n = amp ? (size_t)(amp - k) : strlen(k);
-        const char *eq = memchr(k, '=', n);
-        if (eq == NULL) {
-            return false;
-        }
-        size_t klen = (size_t)(eq - k), vlen = n - klen - 1;
-        if (klen == 2 && memcmp(k, "db", 2) == 0) {
-            bad = !parse_int(eq + 1, vlen, 0, INT_MAX, &ep->db);
-        } else if (klen == 8 && memcmp(k, "password", 8) == 0 && !ep->password) {
-            ep->password = pct_decode(eq + 1, vlen, &bad);
-        } else if (klen == 4 && memcmp(k, "user", 4) == 0 && !ep->user) {
-            ep->user = pct_decode(eq + 1, vlen, &bad);
-        } else {
-            return false;
-        }
-        q = amp;
-    }
-    return !bad && !(ep->user && !ep->password);
-}
-
-/* redis://[[user]:password@]host[:port][/db]: s is what follows
- * "redis://". The last '@' before the path ends the credentials, so a
- * password may contain '@'; a user needs a password (":" is mandatory). */
-static bool parse_tcp(const char *s, cli_endpoint *ep)
-{
-    bool bad = false;
-    const char *end = s + strlen(s);
-    const char *slash = strchr(s, '/');
-    const char *host_end = slash ? slash : end;
-    const char *at = NULL;
-    for (const char *p = s; p < host_end; p++) {
-        if (*p == '@') {
-            at = p;
-        }
-    }
-    const char *host = s;
-    if (at != NULL) {
-        const char *colon = memchr(s, ':', (size_t)(at - s));
-        if (colon == NULL) {
-            return false;
-        }
-        if (colon > s) {
-            ep->user = pct_decode(s, (size_t)(colon - s), &bad);
-        }
-        ep->password = pct_decode(colon + 1, (size_t)(at - colon - 1), &bad);
-        host = at + 1;
-    }
-    const char *h = host, *he, *port = NULL;
-    if (*host == '[') {
-        const char *rb = memchr(host, ']', (size_t)(host_end - host));
-        if (rb == NULL) {
-            return false;
-        }
-        h = host + 1;
-        he = rb;
-        if (rb + 1 < host_end) {
-            if (rb[1] != ':') {
-                return false;
-            }
-            port = rb + 2;
-        }
-    } else {
-        const char *colon = memchr(host, ':', (size_t)(host_end - host));
-        he = colon ? colon : host_end;
-        port = colon ? colon + 1 : NULL;
-    }
-    if (he <= h || bad) {
-        return false;
-    }
-    for (const char *p = h; p < he; p++) {
-        if (*p == '?' || *p == '#' || *p == ' ' || *p == '@') {
-            return false;
-        }
-    }
-    ep->host = strndup(h, (size_t)(he - h));
-    ep->port = 6379;
-    if (port != NULL && !parse_int(port, (size_t)(host_end - port), 1, 65535, &ep->port)) {
-        return false;
-    }
-    if (slash != NULL && slash + 1 < end &&
-        !parse_int(slash + 1, (size_t)(end - slash - 1), 0, INT_MAX, &ep->db)) {
-        return false;
-    }
-    return ep->host != NULL;
-}
-
-rlock_status cli_parse_url(const char *url, cli_endpoint *ep)
-{
-    memset(ep, 0, sizeof *ep);
-    bool ok = false;
-    if (url == NULL) {
-        url = "redis://127.0.0.1:6379";
-    }
-    if (strncmp(url, "redis://", 8) == 0) {
-        ok = parse_tcp(url + 8, ep);
-    } else if (strncmp(url, "unix://", 7) == 0) {
-        ok = parse_unix(url + 7, ep);
-    }
-    if (!ok) {
-        cli_endpoint_free(ep);
-        return RLOCK_EINVAL;
-    }
-    return RLOCK_OK;
-}
-
-void cli_endpoint_free(cli_endpoint *ep)
-{
-    free(ep->host);
-    free(ep->path);
-    free(ep->user);
-    free(ep->password);
-    memset(ep, 0, sizeof *ep);
-}
-
 /* ---- connections --------------------------------------------------------- */
 
 static bool reply_ok(redisReply *r)
@@ -228,8 +35,10 @@ static bool reply_ok(redisReply *r)
 
 rlock_status cli_connect(const char *url, redisContext **out)
 {
-    cli_endpoint ep;
-    rlock_status s = cli_parse_url(url, &ep);
+    /* The library's own parser: status and wait reach exactly the server
+     * that run does, and reject exactly the same URLs. */
+    rlock__endpoint ep;
+    rlock_status s = rlock__parse_url(url ? url : "redis://127.0.0.1:6379", &ep);
     if (s != RLOCK_OK) {
         return s;
     }
@@ -251,7 +60,7 @@ rlock_status cli_connect(const char *url, redisContext **out)
     } else if (ep.db != 0 && !reply_ok(redisCommand(r, "SELECT %d", ep.db))) {
         s = RLOCK_EIO;
     }
-    cli_endpoint_free(&ep);
+    rlock__endpoint_free(&ep);
     if (s != RLOCK_OK) {
         if (r != NULL) {
             redisFree(r);
