@@ -126,6 +126,7 @@ $(B)/race: test/race.c $(B)/librlock.a
 	$(CC) $(ALL_CFLAGS) -o $@ test/race.c $(B)/librlock.a $(ALL_LDFLAGS) $(RL_LDLIBS)
 
 valgrind: deps
+	@sh scripts/deps.sh valgrind
 	$(MAKE) all $(TEST_BIN)
 	RLOCK_TEST_WRAPPER="valgrind --trace-children=yes --leak-check=full --errors-for-leak-kinds=definite,indirect --error-exitcode=99 --quiet" \
 	  sh scripts/run-tests.sh $(B) $(TEST_BIN)
