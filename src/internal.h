@@ -191,6 +191,18 @@ void rlock__hold_released(struct rlock_client *c, const char *name,
  * returns RLOCK_ELOST. */
 void rlock__hold_forget_all(struct rlock_client *c, const char *name,
                             size_t namelen);
+/* An acquire of (name, tid) got no reply and may still run in Redis. */
+typedef struct rlock__suspect {
+    struct rlock__suspect *next;
+    uint64_t tid;
+    size_t namelen;
+    char name[];
+} rlock__suspect;
+void rlock__suspect_add(struct rlock_client *c, const char *name, size_t namelen,
+                        uint64_t tid);
+/* Removes (name, tid) from the suspects; true if it was there. */
+bool rlock__suspect_take(struct rlock_client *c, const char *name, size_t namelen,
+                         uint64_t tid);
 /* Queues a latch key for batched deletion; takes ownership of key. */
 void rlock__latch_garbage(struct rlock_client *c, char *key, size_t len);
 
@@ -250,6 +262,11 @@ struct rlock_client {
     pthread_cond_t wd_cv;
     rlock__map holds;
     size_t holders_count;
+    /* Acquires whose reply never came and whose outcome could not be
+     * checked: (name, thread) pairs to reconcile on that thread's next
+     * call for the name (lock.c). */
+    struct rlock__suspect *suspects;
+    atomic_int nsuspects;
     uint64_t next_epoch;
     char **latches;
     size_t *latch_lens;

@@ -148,6 +148,47 @@ static bool acquired_after_timeout(rlock *l, const char *owner, int64_t before)
     return ran;
 }
 
+static rlock_status run_unlock(rlock *l, const char *owner, const char *lease, redisReply **r,
+                               char **latch_out, size_t *latch_len);
+
+/* An earlier acquire of this thread got no reply and could not be checked
+ * (the server was stalled): it may have run after all, leaving a hold this
+ * client does not count. Only this thread changes its own field, so here,
+ * on its next call for the name, Redis's count minus ours is exactly the
+ * orphaned part, and it is released (publishing if that frees the lock). */
+static void reconcile(rlock *l, uint64_t tid, const char *owner)
+{
+    rlock_client *c = l->c;
+    if (!rlock__suspect_take(c, l->name, l->namelen, tid)) {
+        return;
+    }
+    const char *argv[3] = {"HGET", l->name, owner};
+    size_t lens[3] = {4, l->namelen, strlen(owner)};
+    redisReply *r = NULL;
+    if (rlock__command(c, 3, argv, lens, &r) != RLOCK_OK) {
+        rlock__suspect_add(c, l->name, l->namelen, tid); /* still unknown */
+        return;
+    }
+    int64_t in_redis = r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : 0;
+    freeReplyObject(r);
+    int64_t held, lease_ms;
+    bool lost;
+    rlock__hold_query(c, l->name, l->namelen, tid, &held, &lost, &lease_ms);
+    char lease[24];
+    snprintf(lease, sizeof lease, "%lld", (long long)lease_ms);
+    for (int64_t k = lost ? in_redis : in_redis - held; k > 0; k--) {
+        char *latch = NULL;
+        size_t latchlen = 0;
+        r = NULL;
+        if (run_unlock(l, owner, lease, &r, &latch, &latchlen) != RLOCK_OK) {
+            free(latch);
+            break;
+        }
+        freeReplyObject(r);
+        rlock__latch_garbage(c, latch, latchlen);
+    }
+}
+
 static int64_t min_deadline(int64_t a, int64_t b)
 {
     if (a < 0) {
@@ -171,6 +212,7 @@ static rlock_status lock_impl(rlock *l, int64_t wait_ms, int64_t lease_ms)
     owner_of(c, tid, owner);
     snprintf(lease, sizeof lease, "%lld",
              (long long)(lease_ms == RLOCK_WATCHDOG ? c->cfg.watchdog_timeout_ms : lease_ms));
+    reconcile(l, tid, owner);
     int64_t held, unused_lease;
     bool lost;
     rlock__hold_query(c, l->name, l->namelen, tid, &held, &lost, &unused_lease);
@@ -194,8 +236,12 @@ static rlock_status lock_impl(rlock *l, int64_t wait_ms, int64_t lease_ms)
     for (;;) {
         if (!skip_attempt) {
             st = attempt(l, owner, lease, &ttl);
-            if (st == RLOCK_ETIMEDOUT && acquired_after_timeout(l, owner, held)) {
-                st = RLOCK_OK;
+            if (st == RLOCK_ETIMEDOUT) {
+                if (acquired_after_timeout(l, owner, held)) {
+                    st = RLOCK_OK;
+                } else {
+                    rlock__suspect_add(c, l->name, l->namelen, tid);
+                }
             }
             if (st == RLOCK_OK) {
                 st = rlock__hold_acquired(c, l->name, l->namelen, tid, lease_ms);
@@ -316,6 +362,38 @@ static void request_id(char out[33])
     }
 }
 
+/* Runs the unlock script once for owner, with a fresh request id; on a
+ * transport error it is sent once more with the same id (the latch makes
+ * that safe even if the first run is still queued somewhere). The latch
+ * key comes back for batched deletion. */
+static rlock_status run_unlock(rlock *l, const char *owner, const char *lease, redisReply **r,
+                               char **latch_out, size_t *latch_len)
+{
+    char rid[33], latch_ttl[16];
+    request_id(rid);
+    size_t latchlen = l->latch_prefix_len + 32;
+    char *latch = malloc(latchlen + 1);
+    if (!latch) {
+        return RLOCK_ENOMEM;
+    }
+    memcpy(latch, l->latch_prefix, l->latch_prefix_len);
+    memcpy(latch + l->latch_prefix_len, rid, 33);
+    snprintf(latch_ttl, sizeof latch_ttl, "%d", RLOCK__LATCH_TTL_MS);
+    const char *args[8] = {l->name, l->channel, latch, "0", lease, owner, "publish", latch_ttl};
+    size_t lens[8] = {l->namelen, l->chanlen, latchlen, 1, strlen(lease), strlen(owner), 7,
+                      strlen(latch_ttl)};
+    rlock_status st = RLOCK_EIO;
+    for (int tries = 0; tries < 2; tries++) {
+        st = rlock__eval(l->c, &rlock__script_unlock, 3, 8, args, lens, r);
+        if (st != RLOCK_EIO && st != RLOCK_ETIMEDOUT) {
+            break;
+        }
+    }
+    *latch_out = latch;
+    *latch_len = latchlen;
+    return st;
+}
+
 RLOCK_API rlock_status rlock_unlock(rlock *l)
 {
     if (!l) {
@@ -327,36 +405,17 @@ RLOCK_API rlock_status rlock_unlock(rlock *l)
         return st;
     }
     uint64_t tid = rlock_thread_id();
-    char owner[OWNER_MAX], lease[24], rid[33];
+    char owner[OWNER_MAX], lease[24];
     owner_of(c, tid, owner);
+    reconcile(l, tid, owner);
     int64_t held, lease_ms;
     bool lost;
     rlock__hold_query(c, l->name, l->namelen, tid, &held, &lost, &lease_ms);
     snprintf(lease, sizeof lease, "%lld", (long long)lease_ms);
-    request_id(rid);
-    size_t latchlen = l->latch_prefix_len + 32;
-    char *latch = malloc(latchlen + 1);
-    if (!latch) {
-        rlock__leave(c);
-        return RLOCK_ENOMEM;
-    }
-    memcpy(latch, l->latch_prefix, l->latch_prefix_len);
-    memcpy(latch + l->latch_prefix_len, rid, 33);
-
-    char latch_ttl[16];
-    snprintf(latch_ttl, sizeof latch_ttl, "%d", RLOCK__LATCH_TTL_MS);
-    const char *args[8] = {l->name, l->channel, latch, "0", lease, owner, "publish", latch_ttl};
-    size_t lens[8] = {l->namelen, l->chanlen, latchlen, 1, strlen(lease), strlen(owner), 7,
-                      strlen(latch_ttl)};
     redisReply *r = NULL;
-    /* The latch makes the script idempotent, so one retry on a fresh
-     * connection is safe even if the first run is still queued somewhere. */
-    for (int tries = 0; tries < 2; tries++) {
-        st = rlock__eval(c, &rlock__script_unlock, 3, 8, args, lens, &r);
-        if (st != RLOCK_EIO && st != RLOCK_ETIMEDOUT) {
-            break;
-        }
-    }
+    char *latch = NULL;
+    size_t latchlen = 0;
+    st = run_unlock(l, owner, lease, &r, &latch, &latchlen);
     if (st == RLOCK_OK) {
         if (r->type == REDIS_REPLY_NIL) {
             st = (held > 0 || lost) ? RLOCK_ELOST : RLOCK_ENOTOWNER;

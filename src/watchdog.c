@@ -147,6 +147,43 @@ void rlock__hold_forget_all(rlock_client *c, const char *name, size_t len)
     pthread_mutex_unlock(&c->hold_mu);
 }
 
+void rlock__suspect_add(rlock_client *c, const char *name, size_t namelen, uint64_t tid)
+{
+    rlock__suspect *x = malloc(sizeof *x + namelen);
+    if (!x) {
+        return; /* the hold, if any, still ends with its lease */
+    }
+    x->tid = tid;
+    x->namelen = namelen;
+    memcpy(x->name, name, namelen);
+    pthread_mutex_lock(&c->hold_mu);
+    x->next = c->suspects;
+    c->suspects = x;
+    atomic_fetch_add(&c->nsuspects, 1);
+    pthread_mutex_unlock(&c->hold_mu);
+}
+
+bool rlock__suspect_take(rlock_client *c, const char *name, size_t namelen, uint64_t tid)
+{
+    if (atomic_load(&c->nsuspects) == 0) {
+        return false; /* the common case costs one load */
+    }
+    bool found = false;
+    pthread_mutex_lock(&c->hold_mu);
+    for (rlock__suspect **p = &c->suspects; *p; p = &(*p)->next) {
+        rlock__suspect *x = *p;
+        if (x->tid == tid && x->namelen == namelen && memcmp(x->name, name, namelen) == 0) {
+            *p = x->next;
+            free(x);
+            atomic_fetch_sub(&c->nsuspects, 1);
+            found = true;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&c->hold_mu);
+    return found;
+}
+
 void rlock__latch_garbage(rlock_client *c, char *key, size_t len)
 {
     pthread_mutex_lock(&c->hold_mu);
@@ -481,6 +518,7 @@ static void *watchdog_main(void *arg)
 
 rlock_status rlock__watchdog_start(rlock_client *c)
 {
+    atomic_init(&c->nsuspects, 0);
     pthread_mutex_init(&c->hold_mu, NULL);
     rlock__cond_init(&c->wd_cv);
     if (rlock__map_init(&c->holds) != RLOCK_OK) {
@@ -560,6 +598,11 @@ void rlock__watchdog_stop(rlock_client *c)
         }
     }
     rlock__map_destroy(&c->holds);
+    while (c->suspects) {
+        rlock__suspect *x = c->suspects;
+        c->suspects = x->next;
+        free(x);
+    }
     for (size_t i = 0; i < c->nlatches; i++) {
         free(c->latches[i]);
     }
