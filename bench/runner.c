@@ -44,7 +44,7 @@ int bench_runner_main(const bench_runner_args *a)
     bench_target t;
     bench_target_from_port(a->port, &t);
     /* One client for the process, shared by every worker thread: the model
-     * rlock is built for. Default pool (8 connections). */
+     * rlock is built for. Default pool (up to 32 connections, made on demand). */
     rlock_client *c = bench_client(&t, 0, 0);
 
     bench_gate gate;

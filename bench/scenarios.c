@@ -115,7 +115,7 @@ void bench_scn_uncontended(bench_ctx *x)
                           sizeof breakdown);
 
     bench_md("## 1. Uncontended lock + unlock\n");
-    bench_md("One thread, one client (default pool of 8), lock(WATCHDOG) + "
+    bench_md("One thread, one client (default pool), lock(WATCHDOG) + "
              "unlock of one name, %llu pairs or %.0f s. Latency is one "
              "pair. The limit is half the redis-benchmark EVALSHA rate at "
              "-c 1 (a pair is two script calls).\n",
@@ -244,7 +244,7 @@ void bench_scn_parallel(bench_ctx *x)
     double dur = x->o->quick ? 1.0 : 5.0;
     bench_md("## 2. Parallel, distinct locks\n");
     bench_md("N threads, each lock + unlock of its own name, one shared "
-             "client with the default pool (8 connections), %.0f s. "
+             "client with the default pool (up to 32 connections, made on demand), %.0f s. "
              "Latency is one pair. Client CPU and context switches are this "
              "process's (getrusage) per pair. The limit is half the "
              "redis-benchmark EVALSHA rate at the same -c.\n",
