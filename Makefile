@@ -152,3 +152,46 @@ format:
 
 clean:
 	rm -rf build build-asan build-tsan
+
+# ---- soak and fuzz ------------------------------------------------------
+# make soak: the stress tests for RLOCK_STRESS_SECONDS each (default 300)
+# and the fault tests SOAK_ROUNDS times, against a throwaway server.
+RLOCK_STRESS_SECONDS ?= 300
+SOAK_ROUNDS ?= 5
+
+soak: deps
+	$(MAKE) $(B)/test/test_stress $(B)/test/test_faults
+	RLOCK_STRESS_SECONDS=$(RLOCK_STRESS_SECONDS) sh scripts/with-redis.sh \
+	  $(B)/test/test_stress --jobs 1 --timeout $$(( $(RLOCK_STRESS_SECONDS) * 2 + 120 ))
+	i=0; while [ $$i -lt $(SOAK_ROUNDS) ]; do i=$$((i + 1)); echo "=== faults round $$i"; \
+	  sh scripts/with-redis.sh $(B)/test/test_faults --jobs 2 --timeout 120 || exit 1; done
+
+# make fuzz: libFuzzer targets built with clang straight from the sources
+# (internal functions are hidden in the library), each run FUZZ_TIME
+# seconds. New corpus entries go to $(B)/fuzz, never into fuzz/corpus.
+FUZZ_CC    ?= clang
+FUZZ_TIME  ?= 20
+FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -Wall -Wextra -Werror -pthread \
+              -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+              -Iinclude -Isrc -I$(B)
+
+$(B)/fuzz/fuzz_url: fuzz/fuzz_url.c $(LIB_SRC) $(B)/lua_scripts.c src/internal.h include/rlock.h
+	@mkdir -p $(B)/fuzz
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ fuzz/fuzz_url.c $(LIB_SRC) $(B)/lua_scripts.c $(RL_LDLIBS)
+
+$(B)/fuzz/fuzz_name: fuzz/fuzz_name.c $(LIB_SRC) $(B)/lua_scripts.c src/internal.h include/rlock.h
+	@mkdir -p $(B)/fuzz
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ fuzz/fuzz_name.c $(filter-out src/lock.c,$(LIB_SRC)) \
+	  $(B)/lua_scripts.c $(RL_LDLIBS)
+
+fuzz: deps
+	@sh scripts/deps.sh clang libclang-rt-14-dev
+	$(MAKE) $(B)/fuzz/fuzz_url $(B)/fuzz/fuzz_name
+	@for f in url name; do \
+	  mkdir -p $(B)/fuzz/corpus-$$f; \
+	  echo "=== fuzz_$$f for $(FUZZ_TIME) s"; \
+	  $(B)/fuzz/fuzz_$$f -max_total_time=$(FUZZ_TIME) -timeout=10 -rss_limit_mb=2048 \
+	    -max_len=4096 -dict=fuzz/$$f.dict -print_final_stats=1 \
+	    -artifact_prefix=$(B)/fuzz/crash-$$f- \
+	    $(B)/fuzz/corpus-$$f fuzz/corpus/$$f || exit 1; \
+	done

@@ -403,7 +403,21 @@ RLOCK_API rlock_status rlock_client_new(const rlock_config *cfg, rlock_client **
     if ((st = rlock__pool_borrow(c, &conn)) != RLOCK_OK) {
         goto fail_conn;
     }
+    /* A PING shows a server that wants a password we did not give
+     * (NOAUTH): the connection is not usable as configured. */
+    const char *ping[1] = {"PING"};
+    redisReply *pong = NULL;
+    st = rlock__conn_command(c, conn, 1, ping, NULL, &pong);
+    if (st == RLOCK_OK) {
+        if (pong->type == REDIS_REPLY_ERROR) {
+            st = RLOCK_EIO;
+        }
+        freeReplyObject(pong);
+    }
     rlock__pool_return(c, conn);
+    if (st != RLOCK_OK) {
+        goto fail_conn;
+    }
     if ((st = rlock__watchdog_start(c)) != RLOCK_OK) {
         goto fail_conn;
     }

@@ -132,20 +132,23 @@ static rlock_status attempt(rlock *l, const char *owner, const char *lease, int6
     return st;
 }
 
-/* The acquire script got no reply in time: it may have run, may run later,
- * or never. Resending it would count a re-entry twice (spec 2.2), so look
- * instead: if the owner's count is one more than this thread held, it ran. */
-static bool acquired_after_timeout(rlock *l, const char *owner, int64_t before)
+typedef enum outcome { OUTCOME_RAN, OUTCOME_NOT_RAN, OUTCOME_UNKNOWN } outcome;
+
+/* The acquire script got no reply (timeout or broken link): it may have
+ * run, may run later, or never. Resending it would count a re-entry twice
+ * (spec 2.2), so look instead: if the owner's count is one more than this
+ * thread held, it ran. */
+static outcome acquire_outcome(rlock *l, const char *owner, int64_t before)
 {
     const char *argv[3] = {"HGET", l->name, owner};
     size_t lens[3] = {4, l->namelen, strlen(owner)};
     redisReply *r = NULL;
     if (rlock__command(l->c, 3, argv, lens, &r) != RLOCK_OK) {
-        return false;
+        return OUTCOME_UNKNOWN;
     }
-    bool ran = r->type == REDIS_REPLY_STRING && strtoll(r->str, NULL, 10) == before + 1;
+    int64_t now = r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : 0;
     freeReplyObject(r);
-    return ran;
+    return now == before + 1 ? OUTCOME_RAN : OUTCOME_NOT_RAN;
 }
 
 static rlock_status run_unlock(rlock *l, const char *owner, const char *lease, redisReply **r,
@@ -236,10 +239,14 @@ static rlock_status lock_impl(rlock *l, int64_t wait_ms, int64_t lease_ms)
     for (;;) {
         if (!skip_attempt) {
             st = attempt(l, owner, lease, &ttl);
-            if (st == RLOCK_ETIMEDOUT) {
-                if (acquired_after_timeout(l, owner, held)) {
+            if (st == RLOCK_ETIMEDOUT || st == RLOCK_EIO) {
+                outcome o = acquire_outcome(l, owner, held);
+                if (o == OUTCOME_RAN) {
                     st = RLOCK_OK;
-                } else {
+                } else if (o == OUTCOME_UNKNOWN || st == RLOCK_ETIMEDOUT) {
+                    /* A timed-out request may still run (its bytes can sit
+                     * in a stalled server's buffer); a broken link's cannot,
+                     * so only an unanswered check leaves it in doubt. */
                     rlock__suspect_add(c, l->name, l->namelen, tid);
                 }
             }

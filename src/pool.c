@@ -9,6 +9,7 @@
  * dead server is not hammered by every waiting thread. */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
@@ -143,6 +144,16 @@ void rlock__pool_destroy(rlock_client *c)
     }
 }
 
+/* An idle connection has nothing to say: if its socket is readable or hung
+ * up, the server closed it (CLIENT KILL, restart, idle timeout) while it sat
+ * in the pool. Checking costs one poll() and saves the caller an RLOCK_EIO
+ * for a link that was dead before it was used. */
+static bool idle_conn_ok(redisContext *ctx)
+{
+    struct pollfd pfd = {ctx->fd, POLLIN, 0};
+    return !ctx->err && poll(&pfd, 1, 0) == 0;
+}
+
 rlock_status rlock__pool_borrow(rlock_client *c, rlock__conn **out)
 {
     rlock__pool *p = &c->pool;
@@ -170,10 +181,19 @@ rlock_status rlock__pool_borrow(rlock_client *c, rlock__conn **out)
     }
     conn->busy = true;
     p->free_count--;
+    redisContext *stale = NULL;
+    if (conn->ctx && !idle_conn_ok(conn->ctx)) {
+        stale = conn->ctx;
+        conn->ctx = NULL;
+    }
     if (conn->ctx) {
         pthread_mutex_unlock(&p->mu);
         *out = conn;
         return RLOCK_OK;
+    }
+    if (stale) {
+        rlock__stat_add(c, RLOCK_STAT_RECONNECTS, 1);
+        redisFree(stale);
     }
     int64_t now = rlock__now_ms();
     if (now < p->retry_at_ms) {

@@ -53,6 +53,7 @@ struct rlock__chan {
     int outstanding;       /* (un)subscribe replies still due */
     bool sent_sub;         /* the last command sent was SUBSCRIBE */
     bool confirmed;
+    bool was_reset; /* subscription lost: wake everyone once it is back */
     bool in_dirty;
     rlock__chan *dirty_next;
 };
@@ -259,6 +260,7 @@ static void reset_all(rlock__map_node *n, void *arg)
     ch->outstanding = 0;
     ch->sent_sub = false;
     ch->confirmed = false;
+    ch->was_reset = true;
     wake_all(ch);
 }
 
@@ -352,6 +354,13 @@ static void on_reply(rlock_client *c, redisReply *r)
             if (ch->sent_sub) {
                 ch->confirmed = true;
                 pthread_cond_broadcast(&ch->sub_cv);
+                /* Waiters woken by the reset retried before this
+                 * subscription was live: a release in that window was
+                 * published to nobody. Wake them again now that it is. */
+                if (ch->was_reset) {
+                    ch->was_reset = false;
+                    wake_all(ch);
+                }
             } else if (ch->refs == 0 && !ch->in_dirty) {
                 rlock__map_del(&c->chans, &ch->node);
                 free_chan(c, ch);

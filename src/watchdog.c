@@ -157,6 +157,13 @@ void rlock__suspect_add(rlock_client *c, const char *name, size_t namelen, uint6
     x->namelen = namelen;
     memcpy(x->name, name, namelen);
     pthread_mutex_lock(&c->hold_mu);
+    for (rlock__suspect *y = c->suspects; y; y = y->next) {
+        if (y->tid == tid && y->namelen == namelen && memcmp(y->name, name, namelen) == 0) {
+            pthread_mutex_unlock(&c->hold_mu);
+            free(x); /* already in doubt: one reconciliation covers both */
+            return;
+        }
+    }
     x->next = c->suspects;
     c->suspects = x;
     atomic_fetch_add(&c->nsuspects, 1);

@@ -203,6 +203,7 @@ static void server_spawn(th_server *s)
         int fd = open("/dev/null", O_RDWR);
         dup2(fd, 0);
         dup2(fd, 1);
+        dup2(fd, 2); /* never hold the test's output pipe open */
         execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1",
                "--save", "", "--appendonly", "no", "--dir", s->dir, "--logfile", log,
                "--enable-debug-command", "yes", (char *)NULL);

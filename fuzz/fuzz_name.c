@@ -1,0 +1,89 @@
+/* libFuzzer target: lock names. rlock_new() derives the channel and the
+ * unlock-latch prefix from any name (spec 0.1: wrap in braces unless the
+ * name has a '{'). This file includes src/lock.c to see the handle's fields
+ * and drives rlock_new() with a client that has no server: rlock_new()
+ * touches none. Built by the fuzz target of the Makefile. */
+#include "../src/lock.c"
+
+#include <unistd.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static rlock_client fake;
+
+static void fake_init(void)
+{
+    static bool done;
+    if (done) {
+        return;
+    }
+    done = true;
+    fake.pid = getpid();
+    pthread_mutex_init(&fake.life_mu, NULL);
+    rlock__cond_init(&fake.life_cv);
+    atomic_init(&fake.closing, false);
+}
+
+/* prefix ":" ("{" name "}" | name) tail, as spec 0.1 says. */
+static bool derived_ok(const char *got, size_t gotlen, const char *prefix, const char *name,
+                       size_t len, const char *tail)
+{
+    bool tagged = memchr(name, '{', len) != NULL;
+    size_t plen = strlen(prefix), tlen = strlen(tail);
+    size_t want = plen + 1 + len + (tagged ? 0 : 2) + tlen;
+    if (gotlen != want || strlen(got) != want) {
+        return false;
+    }
+    const char *p = got;
+    if (memcmp(p, prefix, plen) != 0 || p[plen] != ':') {
+        return false;
+    }
+    p += plen + 1;
+    if (!tagged && *p++ != '{') {
+        return false;
+    }
+    if (memcmp(p, name, len) != 0) {
+        return false;
+    }
+    p += len;
+    if (!tagged && *p++ != '}') {
+        return false;
+    }
+    return memcmp(p, tail, tlen) == 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    fake_init();
+    char *name = malloc(size + 1);
+    if (!name) {
+        return 0;
+    }
+    memcpy(name, data, size);
+    name[size] = '\0';
+    size_t len = strlen(name);
+    rlock *l = NULL;
+    rlock_status st = rlock_new(&fake, name, &l);
+    if (len == 0) {
+        if (st != RLOCK_EINVAL || l != NULL) {
+            abort();
+        }
+    } else {
+        if (st != RLOCK_OK || strcmp(rlock_name(l), name) != 0 || l->namelen != len) {
+            abort();
+        }
+        if (!derived_ok(l->channel, l->chanlen, "redisson_lock__channel", name, len, "")) {
+            abort();
+        }
+        if (!derived_ok(l->latch_prefix, l->latch_prefix_len, "redisson_unlock_latch", name, len,
+                        ":")) {
+            abort();
+        }
+        rlock_free(l);
+    }
+    if (fake.active != 0) {
+        abort(); /* every call left the client */
+    }
+    free(name);
+    return 0;
+}

@@ -1,0 +1,1459 @@
+/* Faults: Redis restarted, stopped, stalled (CLIENT PAUSE, DEBUG SLEEP),
+ * connections killed or cut between request and reply, holders stopped,
+ * killed, exiting or forking. Every test runs on a PRIVATE redis-server so
+ * that restarting or pausing it never disturbs the other tests, uses short
+ * timeouts, and bounds every wait. The expectations are those of the design:
+ * nobody hangs, a lost hold is reported (on_lock_lost, RLOCK_ELOST), no two
+ * owners ever hold the lock at once, and no hold is left behind in Redis
+ * that the library does not know about. */
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static th_server srv;
+static char *url;
+
+static void setup(void)
+{
+    th_server_start(&srv);
+    url = th_server_url(&srv);
+}
+
+static void teardown(void)
+{
+    th_server_stop(&srv);
+    free(url);
+}
+
+TestSuite(faults, .init = setup, .fini = teardown, .timeout = 100);
+
+/* ---- helpers ---------------------------------------------------------- */
+
+typedef struct lost_rec {
+    atomic_int count;
+    atomic_ullong tid;
+    char name[256];
+} lost_rec;
+
+static void on_lost(const char *name, uint64_t tid, void *arg)
+{
+    lost_rec *lr = arg;
+    snprintf(lr->name, sizeof lr->name, "%s", name);
+    atomic_store(&lr->tid, tid);
+    atomic_fetch_add(&lr->count, 1);
+}
+
+static void config(rlock_config *cfg, const char *u, int64_t wd_ms, int64_t cmd_ms,
+                   int64_t retry_ms, lost_rec *lr)
+{
+    rlock_config_init(cfg);
+    cfg->url = u;
+    cfg->watchdog_timeout_ms = wd_ms;
+    cfg->command_timeout_ms = cmd_ms;
+    cfg->connect_timeout_ms = 1000;
+    cfg->retry_timeout_ms = retry_ms;
+    cfg->subscribe_timeout_ms = 2000;
+    if (lr) {
+        cfg->on_lock_lost = on_lost;
+        cfg->on_lock_lost_arg = lr;
+    }
+}
+
+static rlock_client *fclient(int64_t wd_ms, int64_t cmd_ms, int64_t retry_ms, lost_rec *lr)
+{
+    rlock_config cfg;
+    config(&cfg, url, wd_ms, cmd_ms, retry_ms, lr);
+    return th_client_cfg(&cfg);
+}
+
+static redisContext *admin(void)
+{
+    return th_redis(srv.port);
+}
+
+static char *channel_of(const char *name)
+{
+    char *s = NULL;
+    if (strchr(name, '{')) {
+        cr_assert(asprintf(&s, "redisson_lock__channel:%s", name) > 0);
+    } else {
+        cr_assert(asprintf(&s, "redisson_lock__channel:{%s}", name) > 0);
+    }
+    return s;
+}
+
+static long long numsub(redisContext *r, const char *channel)
+{
+    redisReply *rep = th_cmd(r, "PUBSUB NUMSUB %s", channel);
+    long long n = 0;
+    if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2) {
+        n = rep->element[1]->integer;
+    }
+    freeReplyObject(rep);
+    return n;
+}
+
+/* Waits until want connections subscribe to name's channel. */
+static void wait_subscribers(const char *name, long long want, int64_t timeout_ms)
+{
+    char *ch = channel_of(name);
+    redisContext *r = admin();
+    int64_t deadline = th_now_ms() + timeout_ms;
+    long long n = 0;
+    while ((n = numsub(r, ch)) < want && th_now_ms() < deadline) {
+        th_sleep_ms(20);
+    }
+    redisFree(r);
+    cr_assert(n >= want, "%lld subscriber(s) on %s after %lld ms, want %lld", n, ch,
+              (long long)timeout_ms, want);
+    free(ch);
+}
+
+static bool wait_lost(lost_rec *lr, int want, int64_t timeout_ms)
+{
+    int64_t deadline = th_now_ms() + timeout_ms;
+    while (atomic_load(&lr->count) < want && th_now_ms() < deadline) {
+        th_sleep_ms(20);
+    }
+    return atomic_load(&lr->count) >= want;
+}
+
+static long long client_kill(const char *type)
+{
+    redisContext *r = admin();
+    redisReply *rep = th_cmd(r, "CLIENT KILL TYPE %s", type);
+    long long n = rep->type == REDIS_REPLY_INTEGER ? rep->integer : -1;
+    freeReplyObject(rep);
+    redisFree(r);
+    return n;
+}
+
+/* A thread that takes a lock (waiting), holds it a while and unlocks. */
+typedef struct waiter {
+    rlock_client *c;
+    const char *name;
+    int64_t wait_ms; /* < 0: rlock_lock() */
+    int64_t lease_ms;
+    int64_t hold_ms;
+    atomic_int *inside;
+    atomic_int *overlaps;
+    rlock_status st;
+    rlock_status unlock_st;
+    int64_t t_acquired;
+    atomic_bool done;
+    pthread_t th;
+} waiter;
+
+static void *waiter_main(void *arg)
+{
+    waiter *w = arg;
+    rlock *l = NULL;
+    rlock_status st = rlock_new(w->c, w->name, &l);
+    if (st == RLOCK_OK) {
+        st = w->wait_ms < 0 ? rlock_lock(l, w->lease_ms)
+                            : rlock_try_lock(l, w->wait_ms, w->lease_ms);
+        w->t_acquired = th_now_ms();
+        if (st == RLOCK_OK) {
+            if (w->inside && atomic_fetch_add(w->inside, 1) != 0) {
+                atomic_fetch_add(w->overlaps, 1);
+            }
+            th_sleep_ms(w->hold_ms);
+            if (w->inside) {
+                atomic_fetch_sub(w->inside, 1);
+            }
+            w->unlock_st = rlock_unlock(l);
+        }
+        rlock_free(l);
+    }
+    w->st = st;
+    atomic_store(&w->done, true);
+    return NULL;
+}
+
+static void waiter_start(waiter *w)
+{
+    atomic_init(&w->done, false);
+    w->st = (rlock_status)-1;
+    w->unlock_st = (rlock_status)-1;
+    cr_assert_eq(pthread_create(&w->th, NULL, waiter_main, w), 0);
+}
+
+/* Joins w if it returns within timeout_ms. */
+static bool waiter_join(waiter *w, int64_t timeout_ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += timeout_ms / 1000;
+    ts.tv_nsec += (timeout_ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    return pthread_timedjoin_np(w->th, NULL, &ts) == 0;
+}
+
+/* waitpid with a bound: the exit code, 128+signal, or -1 after killing a
+ * child that did not finish in time. */
+static int wait_bounded(pid_t pid, int64_t timeout_ms)
+{
+    int64_t deadline = th_now_ms() + timeout_ms;
+    for (;;) {
+        int st = 0;
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid) {
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        }
+        if (th_now_ms() > deadline) {
+            kill(pid, SIGKILL);
+            waitpid(pid, NULL, 0);
+            return -1;
+        }
+        th_sleep_ms(20);
+    }
+}
+
+/* Runs DEBUG SLEEP on its own connection, in a thread. */
+typedef struct sleeper {
+    const char *seconds;
+    pthread_t th;
+} sleeper;
+
+static void *sleeper_main(void *arg)
+{
+    sleeper *s = arg;
+    struct timeval tv = {10, 0};
+    redisContext *r = redisConnectWithTimeout("127.0.0.1", srv.port, tv);
+    if (r && !r->err) {
+        redisSetTimeout(r, tv);
+        redisReply *rep = redisCommand(r, "DEBUG SLEEP %s", s->seconds);
+        if (rep) {
+            freeReplyObject(rep);
+        }
+    }
+    if (r) {
+        redisFree(r);
+    }
+    return NULL;
+}
+
+static void debug_sleep_start(sleeper *s, const char *seconds)
+{
+    s->seconds = seconds;
+    cr_assert_eq(pthread_create(&s->th, NULL, sleeper_main, s), 0);
+    th_sleep_ms(150); /* let the server fall asleep */
+}
+
+static void field_wait_absent(const char *name, const char *owner, int64_t timeout_ms)
+{
+    redisContext *r = admin();
+    int64_t deadline = th_now_ms() + timeout_ms;
+    long long n;
+    while ((n = th_hget_int(r, name, owner)) != 0 && th_now_ms() < deadline) {
+        th_sleep_ms(50);
+    }
+    redisFree(r);
+    cr_assert_eq(n, 0, "owner field %s of %s still there (count %lld) after %lld ms", owner,
+                 name, n, (long long)timeout_ms);
+}
+
+/* ---- a TCP proxy that can cut a connection between request and reply --- */
+
+/* Armed with a request prefix and a needle, it forwards the next matching
+ * request to Redis, waits for the reply (so the command has run), drops the
+ * reply and closes both sides: the client sees EOF on a request that did
+ * execute, the one outcome a transport error cannot rule out. */
+#define PMAX 32
+
+typedef struct proxy {
+    int lfd;
+    int port;
+    int target;
+    atomic_bool stop;
+    atomic_int armed;
+    atomic_int cuts;
+    char prefix[32];
+    char needle[256];
+    /* Client data containing delay_needle (and everything after it on that
+     * connection) reaches Redis delay_ms late; 0: no delay. */
+    atomic_int delay_ms;
+    char delay_needle[32];
+    pthread_t th;
+} proxy;
+
+typedef struct pending {
+    char *buf;
+    size_t len;
+    int64_t at;
+} pending;
+
+static void pend_add(pending *q, const char *b, size_t n, int64_t at)
+{
+    char *nb = realloc(q->buf, q->len + n);
+    cr_assert(nb != NULL);
+    memcpy(nb + q->len, b, n);
+    if (q->len == 0) {
+        q->at = at;
+    }
+    q->buf = nb;
+    q->len += n;
+}
+
+static int tcp_connect(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+static bool write_all(int fd, const char *b, ssize_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, b, (size_t)n);
+        if (w <= 0) {
+            return false;
+        }
+        b += w;
+        n -= w;
+    }
+    return true;
+}
+
+static void *proxy_main(void *arg)
+{
+    proxy *p = arg;
+    int cfd[PMAX], sfd[PMAX];
+    bool cut[PMAX];
+    pending q[PMAX];
+    int n = 0;
+    static char buf[65536];
+    memset(q, 0, sizeof q);
+    while (!atomic_load(&p->stop)) {
+        int timeout = 50;
+        int64_t now = th_now_ms();
+        for (int i = 0; i < n; i++) {
+            if (q[i].len > 0 && now >= q[i].at) {
+                write_all(sfd[i], q[i].buf, (ssize_t)q[i].len);
+                q[i].len = 0;
+            } else if (q[i].len > 0 && q[i].at - now < timeout) {
+                timeout = (int)(q[i].at - now);
+            }
+        }
+        struct pollfd pf[1 + 2 * PMAX];
+        pf[0] = (struct pollfd){p->lfd, POLLIN, 0};
+        for (int i = 0; i < n; i++) {
+            pf[1 + 2 * i] = (struct pollfd){cfd[i], POLLIN, 0};
+            pf[2 + 2 * i] = (struct pollfd){sfd[i], POLLIN, 0};
+        }
+        if (poll(pf, (nfds_t)(1 + 2 * n), timeout) <= 0) {
+            continue;
+        }
+        for (int i = n - 1; i >= 0; i--) {
+            bool close_pair = false;
+            if (pf[1 + 2 * i].revents) {
+                ssize_t k = read(cfd[i], buf, sizeof buf);
+                if (k <= 0) {
+                    close_pair = true;
+                } else {
+                    size_t plen = strlen(p->prefix);
+                    if (atomic_load(&p->armed) && (size_t)k >= plen &&
+                        memcmp(buf, p->prefix, plen) == 0 &&
+                        memmem(buf, (size_t)k, p->needle, strlen(p->needle))) {
+                        atomic_store(&p->armed, 0);
+                        cut[i] = true;
+                    }
+                    int d = atomic_load(&p->delay_ms);
+                    if (q[i].len > 0 ||
+                        (d > 0 && memmem(buf, (size_t)k, p->delay_needle,
+                                         strlen(p->delay_needle)))) {
+                        pend_add(&q[i], buf, (size_t)k, th_now_ms() + d);
+                    } else {
+                        close_pair = !write_all(sfd[i], buf, k);
+                    }
+                }
+            }
+            if (!close_pair && pf[2 + 2 * i].revents) {
+                ssize_t k = read(sfd[i], buf, sizeof buf);
+                if (k <= 0) {
+                    close_pair = true;
+                } else if (cut[i]) {
+                    atomic_fetch_add(&p->cuts, 1);
+                    close_pair = true;
+                } else {
+                    close_pair = !write_all(cfd[i], buf, k);
+                }
+            }
+            if (close_pair) {
+                close(cfd[i]);
+                close(sfd[i]);
+                n--;
+                free(q[i].buf);
+                cfd[i] = cfd[n];
+                sfd[i] = sfd[n];
+                cut[i] = cut[n];
+                q[i] = q[n];
+                memset(&q[n], 0, sizeof q[n]);
+            }
+        }
+        if (pf[0].revents & POLLIN) {
+            int c = accept4(p->lfd, NULL, NULL, SOCK_CLOEXEC);
+            if (c >= 0) {
+                int s = n < PMAX ? tcp_connect(p->target) : -1;
+                if (s < 0) {
+                    close(c);
+                } else {
+                    cfd[n] = c;
+                    sfd[n] = s;
+                    cut[n] = false;
+                    n++;
+                }
+            }
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        close(cfd[i]);
+        close(sfd[i]);
+        free(q[i].buf);
+    }
+    return NULL;
+}
+
+static void proxy_start(proxy *p, int target)
+{
+    memset(p, 0, sizeof *p);
+    p->target = target;
+    p->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t al = sizeof a;
+    cr_assert(p->lfd >= 0 && bind(p->lfd, (struct sockaddr *)&a, sizeof a) == 0 &&
+              listen(p->lfd, 64) == 0 && getsockname(p->lfd, (struct sockaddr *)&a, &al) == 0);
+    p->port = ntohs(a.sin_port);
+    cr_assert_eq(pthread_create(&p->th, NULL, proxy_main, p), 0);
+}
+
+static void proxy_arm(proxy *p, const char *prefix, const char *needle)
+{
+    snprintf(p->prefix, sizeof p->prefix, "%s", prefix);
+    snprintf(p->needle, sizeof p->needle, "%s", needle);
+    atomic_store(&p->armed, 1);
+}
+
+static void proxy_stop(proxy *p)
+{
+    atomic_store(&p->stop, true);
+    pthread_join(p->th, NULL);
+    close(p->lfd);
+}
+
+/* RESP prefixes: the acquire script is EVALSHA sha 1 name lease owner (6
+ * arguments), the unlock script EVALSHA sha 3 + 8 arguments (11). */
+#define ACQUIRE_PREFIX "*6\r\n$7\r\nEVALSHA"
+#define UNLOCK_PREFIX "*11\r\n$7\r\nEVALSHA"
+
+static rlock_client *proxy_client(proxy *p)
+{
+    char u[64];
+    snprintf(u, sizeof u, "redis://127.0.0.1:%d", p->port);
+    rlock_config cfg;
+    config(&cfg, u, 1500, 1000, 5000, NULL);
+    rlock_client *c = th_client_cfg(&cfg);
+    /* Load the scripts into the server's cache, so that a cut request is
+     * the script itself and not an EVALSHA answered with NOSCRIPT. */
+    rlock *w;
+    char *warm = th_name("warm");
+    th_ok(rlock_new(c, warm, &w));
+    th_ok(rlock_lock(w, 1000));
+    th_ok(rlock_lock(w, 1000));
+    th_ok(rlock_unlock(w));
+    th_ok(rlock_unlock(w));
+    rlock_free(w);
+    free(warm);
+    return c;
+}
+
+/* ---- Redis restart and outage ----------------------------------------- */
+
+Test(faults, restart_waiters_return_and_holder_learns_loss)
+{
+    char *name = th_name("restart");
+    lost_rec lost = {0};
+    rlock_client *a = fclient(1500, 500, 10000, &lost);
+    rlock_client *b = fclient(1500, 500, 10000, NULL);
+    rlock *l;
+    th_ok(rlock_new(a, name, &l));
+    th_ok(rlock_lock(l, RLOCK_WATCHDOG));
+    uint64_t me = rlock_thread_id();
+
+    atomic_int inside = 0, overlaps = 0;
+    waiter w[3] = {
+        {.c = b, .name = name, .wait_ms = -1, .lease_ms = RLOCK_WATCHDOG, .hold_ms = 200},
+        {.c = b, .name = name, .wait_ms = 15000, .lease_ms = RLOCK_WATCHDOG, .hold_ms = 200},
+        {.c = a, .name = name, .wait_ms = 15000, .lease_ms = 5000, .hold_ms = 200},
+    };
+    for (int i = 0; i < 3; i++) {
+        w[i].inside = &inside;
+        w[i].overlaps = &overlaps;
+        waiter_start(&w[i]);
+    }
+    wait_subscribers(name, 2, 3000);
+    th_sleep_ms(300);
+    for (int i = 0; i < 3; i++) {
+        cr_assert(!atomic_load(&w[i].done), "waiter %d returned while the lock was held", i);
+    }
+
+    int64_t t0 = th_now_ms();
+    th_server_restart(&srv);
+    /* The server has no persistence: the key is gone, so every waiter must
+     * get the lock in turn, well before the 15 s wait runs out. */
+    for (int i = 0; i < 3; i++) {
+        cr_assert(waiter_join(&w[i], 12000), "waiter %d still blocked 12 s after the restart",
+                  i);
+    }
+    for (int i = 0; i < 3; i++) {
+        th_assert_status(w[i].st, RLOCK_OK);
+        th_assert_status(w[i].unlock_st, RLOCK_OK);
+        cr_log_info("waiter %d acquired %lld ms after the restart", i,
+                    (long long)(w[i].t_acquired - t0));
+    }
+    cr_assert_eq(atomic_load(&overlaps), 0, "two waiters held the lock at once");
+
+    /* The holder's renewal finds its field gone: on_lock_lost, then ELOST. */
+    cr_assert(wait_lost(&lost, 1, 5000), "on_lock_lost not called within 5 s of the restart");
+    cr_assert_eq(atomic_load(&lost.count), 1);
+    cr_assert_str_eq(lost.name, name);
+    cr_assert_eq(atomic_load(&lost.tid), me);
+    th_assert_status(rlock_unlock(l), RLOCK_ELOST);
+    th_assert_status(rlock_unlock(l), RLOCK_ENOTOWNER);
+    redisContext *r = admin();
+    cr_assert_eq(th_exists(r, name), 0);
+    redisFree(r);
+    rlock_free(l);
+    rlock_client_free(b);
+    rlock_client_free(a);
+    free(name);
+}
+
+Test(faults, restart_watchdog_resumes)
+{
+    char *before = th_name("wd-before");
+    char *after = th_name("wd-after");
+    lost_rec lost = {0};
+    rlock_client *a = fclient(1500, 500, 10000, &lost);
+    rlock *l1, *l2;
+    th_ok(rlock_new(a, before, &l1));
+    th_ok(rlock_new(a, after, &l2));
+    th_ok(rlock_lock(l1, RLOCK_WATCHDOG));
+    th_server_restart(&srv);
+    /* rlock_lock() rides out the dead connections left by the restart. */
+    th_ok(rlock_lock(l2, RLOCK_WATCHDOG));
+    uint64_t renewed0 = 0, renewed1 = 0;
+    th_ok(rlock_client_stat(a, RLOCK_STAT_RENEWED, &renewed0));
+    th_sleep_ms(3 * 1500);
+    char *owner = th_owner(a, rlock_thread_id());
+    redisContext *r = admin();
+    cr_assert_eq(th_hget_int(r, after, owner), 1, "lock taken after the restart not renewed");
+    long long ttl = th_pttl(r, after);
+    cr_assert(ttl > 0 && ttl <= 1500, "PTTL %lld", ttl);
+    th_ok(rlock_client_stat(a, RLOCK_STAT_RENEWED, &renewed1));
+    cr_assert(renewed1 - renewed0 >= 4, "only %llu renewals in 3 leases",
+              (unsigned long long)(renewed1 - renewed0));
+    cr_assert(wait_lost(&lost, 1, 3000));
+    cr_assert_str_eq(lost.name, before, "the lost lock is the one held across the restart");
+    cr_assert_eq(atomic_load(&lost.count), 1);
+    th_ok(rlock_unlock(l2));
+    th_assert_status(rlock_unlock(l1), RLOCK_ELOST);
+    cr_assert_eq(th_exists(r, after), 0);
+    redisFree(r);
+    rlock_free(l1);
+    rlock_free(l2);
+    rlock_client_free(a);
+    free(owner);
+    free(before);
+    free(after);
+}
+
+Test(faults, outage_longer_than_retry_timeout_gives_eio)
+{
+    char *name = th_name("outage");
+    rlock_client *a = fclient(1500, 300, 1000, NULL);
+    rlock_client *b = fclient(1500, 300, 1000, NULL);
+    rlock *l;
+    th_ok(rlock_new(a, name, &l));
+    th_ok(rlock_lock(l, 20000));
+    waiter w = {.c = b, .name = name, .wait_ms = -1, .lease_ms = RLOCK_WATCHDOG};
+    waiter_start(&w);
+    wait_subscribers(name, 1, 3000);
+    th_sleep_ms(200);
+
+    int64_t t0 = th_now_ms();
+    th_server_kill(&srv);
+    cr_assert(waiter_join(&w, 8000), "rlock_lock() still blocked 8 s into the outage");
+    th_assert_status(w.st, RLOCK_EIO);
+    int64_t dt = w.t_acquired - t0;
+    cr_log_info("waiter gave up %lld ms into the outage (retry_timeout_ms 1000)",
+                (long long)dt);
+    cr_assert(dt >= 800, "gave up after %lld ms, before retry_timeout_ms", (long long)dt);
+    th_assert_status(rlock_unlock(l), RLOCK_EIO);
+
+    th_server_restart(&srv);
+    /* The hold is gone with the server: the holder's next unlock says so,
+     * and a new acquisition succeeds once the pool has reconnected. */
+    th_assert_status(rlock_try_lock(l, 5000, 2000), RLOCK_OK);
+    th_ok(rlock_unlock(l));
+    rlock_free(l);
+    rlock_client_free(a);
+    rlock_client_free(b);
+    free(name);
+}
+
+/* ---- connections killed ----------------------------------------------- */
+
+Test(faults, kill_normal_while_holding_and_waiting)
+{
+    char *name = th_name("kill-normal");
+    lost_rec lost = {0};
+    rlock_client *a = fclient(1500, 500, 10000, &lost);
+    rlock_client *b = fclient(1500, 500, 10000, NULL);
+    rlock *l;
+    th_ok(rlock_new(a, name, &l));
+    th_ok(rlock_lock(l, RLOCK_WATCHDOG));
+    waiter w = {.c = b, .name = name, .wait_ms = 15000, .lease_ms = RLOCK_WATCHDOG};
+    waiter_start(&w);
+    wait_subscribers(name, 1, 3000);
+
+    cr_assert(client_kill("normal") >= 2, "expected command connections of both clients");
+    /* Longer than the lease: only a watchdog that reconnected keeps it. */
+    th_sleep_ms(2500);
+    char *owner = th_owner(a, rlock_thread_id());
+    redisContext *r = admin();
+    cr_assert_eq(th_hget_int(r, name, owner), 1, "holder's lock lapsed after the kill");
+    cr_assert(!atomic_load(&w.done), "waiter returned (%s) while the lock was held",
+              rlock_status_name(w.st));
+    cr_assert_eq(atomic_load(&lost.count), 0);
+
+    int64_t t0 = th_now_ms();
+    th_ok(rlock_unlock(l));
+    cr_assert(waiter_join(&w, 5000));
+    th_assert_status(w.st, RLOCK_OK);
+    th_assert_status(w.unlock_st, RLOCK_OK);
+    cr_log_info("waiter acquired %lld ms after the unlock", (long long)(w.t_acquired - t0));
+    cr_assert_eq(th_exists(r, name), 0);
+    redisFree(r);
+    rlock_free(l);
+    rlock_client_free(a);
+    rlock_client_free(b);
+    free(owner);
+    free(name);
+}
+
+Test(faults, kill_pubsub_then_release_after_resubscribe)
+{
+    char *name = th_name("kill-pubsub");
+    rlock_client *a = fclient(1500, 500, 10000, NULL);
+    rlock_client *b = fclient(1500, 500, 10000, NULL);
+    rlock *l;
+    th_ok(rlock_new(a, name, &l));
+    /* An explicit 20 s lease: only a message (or a reconnect wake-up) can
+     * get the waiter in promptly, never the TTL. */
+    th_ok(rlock_lock(l, 20000));
+    waiter w = {.c = b, .name = name, .wait_ms = 15000, .lease_ms = RLOCK_WATCHDOG};
+    waiter_start(&w);
+    wait_subscribers(name, 1, 3000);
+    th_sleep_ms(100);
+
+    cr_assert(client_kill("pubsub") >= 1);
+    wait_subscribers(name, 1, 3000);
+    th_sleep_ms(100);
+    cr_assert(!atomic_load(&w.done), "waiter returned (%s) while the lock was held",
+              rlock_status_name(w.st));
+    int64_t t0 = th_now_ms();
+    th_ok(rlock_unlock(l));
+    cr_assert(waiter_join(&w, 5000), "waiter not woken within 5 s (lease 20 s)");
+    th_assert_status(w.st, RLOCK_OK);
+    th_assert_status(w.unlock_st, RLOCK_OK);
+    cr_log_info("waiter acquired %lld ms after the unlock", (long long)(w.t_acquired - t0));
+    uint64_t rec = 0;
+    th_ok(rlock_client_stat(b, RLOCK_STAT_RECONNECTS, &rec));
+    cr_assert(rec >= 1, "RLOCK_STAT_RECONNECTS %llu", (unsigned long long)rec);
+    rlock_free(l);
+    rlock_client_free(a);
+    rlock_client_free(b);
+    free(name);
+}
+
+/* The release lands while the subscriber is reconnecting: its message is
+ * lost, so the waiter must retry once the new subscription is in place
+ * (design: the pub/sub thread "wakes every waiter so they retry"). A proxy
+ * in front of the waiter's client makes the re-SUBSCRIBE reach Redis 300 ms
+ * late, as a slow link would; the release comes inside that window. */
+Test(faults, kill_pubsub_and_release_while_resubscribing)
+{
+    char *name = th_name("kill-pubsub-race");
+    proxy px;
+    proxy_start(&px, srv.port);
+    rlock_client *a = fclient(1500, 500, 10000, NULL);
+    rlock_client *b = proxy_client(&px);
+    rlock *l;
+    th_ok(rlock_new(a, name, &l));
+    th_ok(rlock_lock(l, 20000));
+    waiter w = {.c = b, .name = name, .wait_ms = 15000, .lease_ms = RLOCK_WATCHDOG};
+    waiter_start(&w);
+    wait_subscribers(name, 1, 3000);
+    th_sleep_ms(100);
+    cr_assert(!atomic_load(&w.done));
+
+    snprintf(px.delay_needle, sizeof px.delay_needle, "SUBSCRIBE");
+    atomic_store(&px.delay_ms, 300);
+    cr_assert(client_kill("pubsub") >= 1);
+    th_sleep_ms(100); /* reconnected; SUBSCRIBE held back by the proxy */
+    int64_t t0 = th_now_ms();
+    th_ok(rlock_unlock(l));
+    cr_assert(waiter_join(&w, 5000),
+              "waiter not woken within 5 s of the unlock (lease 20 s): the release "
+              "published before the re-SUBSCRIBE took effect was lost and nothing "
+              "made the waiter retry once the subscription was back");
+    th_assert_status(w.st, RLOCK_OK);
+    th_assert_status(w.unlock_st, RLOCK_OK);
+    cr_log_info("waiter acquired %lld ms after the unlock", (long long)(w.t_acquired - t0));
+    rlock_free(l);
+    rlock_client_free(a);
+    rlock_client_free(b);
+    proxy_stop(&px);
+    free(name);
+}
+
+typedef struct poker {
+    rlock *l;
+    int n;
+} poker;
+
+static void *poke_main(void *arg)
+{
+    poker *p = arg;
+    for (int i = 0; i < p->n; i++) {
+        bool b;
+        rlock_is_locked(p->l, &b);
+    }
+    return NULL;
+}
+
+/* Fills the pool with several idle connections, then kills them all. */
+static void fill_pool_then_kill(rlock *l)
+{
+    pthread_t t[4];
+    poker p = {l, 300};
+    for (int i = 0; i < 4; i++) {
+        pthread_create(&t[i], NULL, poke_main, &p);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+    }
+    long long killed = client_kill("normal");
+    cr_log_info("killed %lld command connection(s)", killed);
+    cr_assert(killed >= 2, "the pool should have had several connections, killed %lld",
+              killed);
+}
+
+Test(faults, kill_normal_then_unlock_succeeds)
+{
+    char *name = th_name("kill-unlock");
+    rlock_config cfg;
+    config(&cfg, url, 1500, 500, 5000, NULL);
+    cfg.pool_size = 4;
+    rlock_client *a = th_client_cfg(&cfg);
+    rlock *l;
+    th_ok(rlock_new(a, name, &l));
+    th_ok(rlock_lock(l, 20000));
+    fill_pool_then_kill(l);
+    /* The unlock is idempotent (latch) and retried on a fresh connection:
+     * a dropped link must not make it fail. */
+    th_ok(rlock_unlock(l));
+    redisContext *r = admin();
+    cr_assert_eq(th_exists(r, name), 0);
+    redisFree(r);
+    rlock_free(l);
+    rlock_client_free(a);
+    free(name);
+}
+
+Test(faults, kill_normal_then_try_lock_succeeds)
+{
+    char *name = th_name("kill-trylock");
+    rlock_config cfg;
+    config(&cfg, url, 1500, 500, 5000, NULL);
+    cfg.pool_size = 4;
+    rlock_client *a = th_client_cfg(&cfg);
+    rlock *l;
+    th_ok(rlock_new(a, name, &l));
+    fill_pool_then_kill(l);
+    /* A free lock and a single attempt: stale pooled connections must not
+     * turn it into RLOCK_EIO. */
+    th_ok(rlock_try_lock(l, 0, 5000));
+    int64_t n = 0;
+    th_ok(rlock_hold_count(l, &n));
+    cr_assert_eq(n, 1);
+    th_ok(rlock_unlock(l));
+    rlock_free(l);
+    rlock_client_free(a);
+    free(name);
+}
+
+/* ---- request executed, reply lost ------------------------------------- */
+
+Test(faults, acquire_reply_lost_is_not_counted_twice)
+{
+    proxy px;
+    proxy_start(&px, srv.port);
+    rlock_client *a = proxy_client(&px);
+    char *name = th_name("cut-acquire");
+    rlock *l;
+    th_ok(rlock_new(a, name, &l));
+    proxy_arm(&px, ACQUIRE_PREFIX, name);
+    /* The first acquire runs in Redis but its reply never arrives. The
+     * library must find out (spec 2.2: HGET tells for a first acquisition)
+     * rather than send it again, which would count a second hold. */
+    th_ok(rlock_try_lock(l, 5000, 10000));
+    cr_assert_eq(atomic_load(&px.cuts), 1, "the proxy did not cut the acquire");
+    char *owner = th_owner(a, rlock_thread_id());
+    redisContext *r = admin();
+    cr_assert_eq(th_hget_int(r, name, owner), 1, "one rlock_try_lock() counted %lld holds",
+                 th_hget_int(r, name, owner));
+    th_ok(rlock_unlock(l));
+    cr_assert_eq(th_exists(r, name), 0, "lock still held (PTTL %lld) after its only unlock",
+                 th_pttl(r, name));
+    redisFree(r);
+    rlock_free(l);
+    rlock_client_free(a);
+    proxy_stop(&px);
+    free(owner);
+    free(name);
+}
+
+Test(faults, acquire_reply_lost_zero_wait_leaves_no_unknown_hold)
+{
+    proxy px;
+    proxy_start(&px, srv.port);
+    rlock_client *a = proxy_client(&px);
+    char *name = th_name("cut-acquire0");
+    rlock *l;
+    th_ok(rlock_new(a, name, &l));
+    proxy_arm(&px, ACQUIRE_PREFIX, name);
+    rlock_status st = rlock_try_lock(l, 0, 10000);
+    cr_assert_eq(atomic_load(&px.cuts), 1, "the proxy did not cut the acquire");
+    char *owner = th_owner(a, rlock_thread_id());
+    redisContext *r = admin();
+    long long n = th_hget_int(r, name, owner);
+    uint64_t held = 0;
+    th_ok(rlock_client_stat(a, RLOCK_STAT_HELD, &held));
+    cr_log_info("try_lock(0) whose reply was lost: %s; Redis count %lld; tracked holds %llu",
+                rlock_status_name(st), n, (unsigned long long)held);
+    /* Either the caller is told it holds the lock (and it is tracked), or
+     * Redis holds nothing for it: never a hold nobody knows about. */
+    if (st == RLOCK_OK) {
+        cr_assert_eq(n, 1);
+        cr_assert_eq(held, 1);
+        th_ok(rlock_unlock(l));
+    } else {
+        cr_assert_eq(n, 0, "%s returned, yet Redis holds the lock for this thread "
+                           "(count %lld, PTTL %lld) and the library does not track it",
+                     rlock_status_name(st), n, th_pttl(r, name));
+    }
+    redisFree(r);
+    rlock_free(l);
+    rlock_client_free(a);
+    proxy_stop(&px);
+    free(owner);
+    free(name);
+}
+
+Test(faults, unlock_reply_lost_is_retried_idempotently)
+{
+    proxy px;
+    proxy_start(&px, srv.port);
+    rlock_client *a = proxy_client(&px);
+    char *name = th_name("cut-unlock");
+    rlock *l;
+    th_ok(rlock_new(a, name, &l));
+    th_ok(rlock_lock(l, 10000));
+    th_ok(rlock_lock(l, 10000));
+    char *owner = th_owner(a, rlock_thread_id());
+    redisContext *r = admin();
+    /* The partial unlock runs, its reply is lost, the retry (same latch)
+     * must not decrement a second time. */
+    proxy_arm(&px, UNLOCK_PREFIX, name);
+    th_ok(rlock_unlock(l));
+    cr_assert_eq(atomic_load(&px.cuts), 1, "the proxy did not cut the unlock");
+    cr_assert_eq(th_hget_int(r, name, owner), 1, "the retried unlock decremented twice");
+    proxy_arm(&px, UNLOCK_PREFIX, name);
+    th_ok(rlock_unlock(l));
+    cr_assert_eq(atomic_load(&px.cuts), 2);
+    cr_assert_eq(th_exists(r, name), 0);
+    uint64_t held = 1;
+    th_ok(rlock_client_stat(a, RLOCK_STAT_HELD, &held));
+    cr_assert_eq(held, 0);
+    th_assert_status(rlock_unlock(l), RLOCK_ENOTOWNER);
+    redisFree(r);
+    rlock_free(l);
+    rlock_client_free(a);
+    proxy_stop(&px);
+    free(owner);
+    free(name);
+}
+
+/* ---- slow or stalled server ------------------------------------------- */
+
+Test(faults, client_pause_calls_time_out_and_leave_no_orphan)
+{
+    char *n1 = th_name("pause1");
+    char *n2 = th_name("pause2");
+    rlock_client *a = fclient(1500, 300, 5000, NULL);
+    rlock *l1, *l2;
+    th_ok(rlock_new(a, n1, &l1));
+    th_ok(rlock_new(a, n2, &l2));
+    redisContext *r = admin();
+    freeReplyObject(th_cmd(r, "CLIENT PAUSE 3000 ALL"));
+    redisFree(r);
+    int64_t t0 = th_now_ms(), t;
+
+    t = th_now_ms();
+    th_assert_status(rlock_try_lock(l1, 0, 2000), RLOCK_ETIMEDOUT);
+    cr_assert(th_now_ms() - t < 2000, "try_lock took %lld ms", (long long)(th_now_ms() - t));
+    t = th_now_ms();
+    bool b;
+    th_assert_status(rlock_is_locked(l1, &b), RLOCK_ETIMEDOUT);
+    cr_assert(th_now_ms() - t < 1500);
+    t = th_now_ms();
+    th_assert_status(rlock_lock(l2, RLOCK_WATCHDOG), RLOCK_ETIMEDOUT);
+    cr_assert(th_now_ms() - t < 2000, "lock took %lld ms", (long long)(th_now_ms() - t));
+    cr_assert(th_now_ms() - t0 < 3000, "the calls should all have run during the pause");
+    uint64_t held = 1;
+    th_ok(rlock_client_stat(a, RLOCK_STAT_HELD, &held));
+    cr_assert_eq(held, 0, "a timed-out acquire is not tracked as held");
+
+    /* Once the pause is over and the leases have run out, Redis holds
+     * nothing for this client. */
+    char *owner = th_owner(a, rlock_thread_id());
+    int64_t settle = t0 + 3000 + 2000 + 1500 - th_now_ms();
+    field_wait_absent(n1, owner, settle > 0 ? settle : 100);
+    field_wait_absent(n2, owner, 1500);
+    th_ok(rlock_lock(l1, 5000));
+    int64_t cnt = 0;
+    th_ok(rlock_hold_count(l1, &cnt));
+    cr_assert_eq(cnt, 1);
+    th_ok(rlock_unlock(l1));
+    r = admin();
+    cr_assert_eq(th_exists(r, n1), 0);
+    redisFree(r);
+    rlock_free(l1);
+    rlock_free(l2);
+    rlock_client_free(a);
+    free(owner);
+    free(n1);
+    free(n2);
+}
+
+Test(faults, debug_sleep_acquire_times_out_and_leaves_no_orphan)
+{
+    char *n1 = th_name("sleep1");
+    char *n2 = th_name("sleep2");
+    rlock_client *a = fclient(1500, 300, 5000, NULL);
+    rlock *l1, *l2;
+    th_ok(rlock_new(a, n1, &l1));
+    th_ok(rlock_new(a, n2, &l2));
+    th_ok(rlock_lock(l1, 1000)); /* connect and load the scripts first */
+    th_ok(rlock_unlock(l1));
+    sleeper s;
+    debug_sleep_start(&s, "2.5");
+    int64_t t = th_now_ms();
+    th_assert_status(rlock_try_lock(l1, 0, 1500), RLOCK_ETIMEDOUT);
+    cr_assert(th_now_ms() - t < 2000);
+    t = th_now_ms();
+    th_assert_status(rlock_lock(l2, 1500), RLOCK_ETIMEDOUT);
+    cr_assert(th_now_ms() - t < 2000);
+    pthread_join(s.th, NULL);
+
+    char *owner = th_owner(a, rlock_thread_id());
+    redisContext *r = admin();
+    /* Commands sent before the timeouts may still run once the server
+     * wakes up (their bytes were already in its socket buffer). */
+    cr_log_info("right after the sleep: %s count %lld, %s count %lld", n1,
+                th_hget_int(r, n1, owner), n2, th_hget_int(r, n2, owner));
+    redisFree(r);
+    field_wait_absent(n1, owner, 2500);
+    field_wait_absent(n2, owner, 2500);
+    uint64_t held = 1;
+    th_ok(rlock_client_stat(a, RLOCK_STAT_HELD, &held));
+    cr_assert_eq(held, 0);
+    th_ok(rlock_try_lock(l1, 0, 2000));
+    th_ok(rlock_unlock(l1));
+    rlock_free(l1);
+    rlock_free(l2);
+    rlock_client_free(a);
+    free(owner);
+    free(n1);
+    free(n2);
+}
+
+Test(faults, debug_sleep_unlock_times_out_then_settles)
+{
+    char *name = th_name("sleep-unlock");
+    lost_rec lost = {0};
+    rlock_client *a = fclient(1500, 300, 5000, &lost);
+    rlock *l;
+    th_ok(rlock_new(a, name, &l));
+    th_ok(rlock_lock(l, RLOCK_WATCHDOG));
+    sleeper s;
+    debug_sleep_start(&s, "2");
+    int64_t t = th_now_ms();
+    th_assert_status(rlock_unlock(l), RLOCK_ETIMEDOUT);
+    cr_assert(th_now_ms() - t < 2000, "unlock took %lld ms", (long long)(th_now_ms() - t));
+    pthread_join(s.th, NULL);
+    /* The timed-out unlock may or may not have run after the sleep; a
+     * retry settles it either way. */
+    th_sleep_ms(200);
+    rlock_status st = rlock_unlock(l);
+    cr_log_info("unlock retried after the sleep: %s, on_lock_lost calls %d",
+                rlock_status_name(st), atomic_load(&lost.count));
+    cr_assert(st == RLOCK_OK || st == RLOCK_ELOST, "retry returned %s", rlock_status_name(st));
+    redisContext *r = admin();
+    cr_assert_eq(th_exists(r, name), 0);
+    redisFree(r);
+    uint64_t held = 1;
+    th_ok(rlock_client_stat(a, RLOCK_STAT_HELD, &held));
+    cr_assert_eq(held, 0);
+    rlock_free(l);
+    rlock_client_free(a);
+    free(name);
+}
+
+Test(faults, debug_sleep_shorter_than_lease_keeps_lock)
+{
+    char *name = th_name("sleep-renew");
+    lost_rec lost = {0};
+    rlock_client *a = fclient(3000, 300, 5000, &lost);
+    rlock *l;
+    th_ok(rlock_new(a, name, &l));
+    th_ok(rlock_lock(l, RLOCK_WATCHDOG));
+    th_sleep_ms(1100); /* a renewal round has run */
+    sleeper s;
+    debug_sleep_start(&s, "1");
+    pthread_join(s.th, NULL);
+    th_sleep_ms(3500);
+    char *owner = th_owner(a, rlock_thread_id());
+    redisContext *r = admin();
+    cr_assert_eq(th_hget_int(r, name, owner), 1, "the lock lapsed during a 1 s stall");
+    cr_assert(th_pttl(r, name) > 0);
+    cr_assert_eq(atomic_load(&lost.count), 0);
+    th_ok(rlock_unlock(l));
+    cr_assert_eq(th_exists(r, name), 0);
+    redisFree(r);
+    rlock_free(l);
+    rlock_client_free(a);
+    free(owner);
+    free(name);
+}
+
+/* ---- holders stopped, killed, exiting, forking ------------------------ */
+
+typedef struct child_arg {
+    const char *url;
+    const char *name;
+    int ready_fd;
+    int64_t lease;
+} child_arg;
+
+static atomic_int child_lost;
+
+static void child_on_lost(const char *name, uint64_t tid, void *arg)
+{
+    (void)name;
+    (void)tid;
+    (void)arg;
+    atomic_fetch_add(&child_lost, 1);
+}
+
+/* Takes the lock, tells the parent, and after being stopped and continued
+ * checks that it learnt of the loss. Exit code 0 = as expected. */
+static int stalled_child(void *arg)
+{
+    child_arg *a = arg;
+    rlock_config cfg;
+    rlock_config_init(&cfg);
+    cfg.url = a->url;
+    cfg.watchdog_timeout_ms = 1500;
+    cfg.command_timeout_ms = 500;
+    cfg.on_lock_lost = child_on_lost;
+    rlock_client *c;
+    rlock *l;
+    if (rlock_client_new(&cfg, &c) != RLOCK_OK) {
+        return 10;
+    }
+    if (rlock_new(c, a->name, &l) != RLOCK_OK) {
+        return 11;
+    }
+    if (rlock_lock(l, RLOCK_WATCHDOG) != RLOCK_OK) {
+        return 12;
+    }
+    char b = 1;
+    if (write(a->ready_fd, &b, 1) != 1) {
+        return 13;
+    }
+    int64_t deadline = th_now_ms() + 30000;
+    while (atomic_load(&child_lost) == 0 && th_now_ms() < deadline) {
+        th_sleep_ms(20);
+    }
+    if (atomic_load(&child_lost) != 1) {
+        return 14;
+    }
+    rlock_status st = rlock_unlock(l);
+    if (st != RLOCK_ELOST) {
+        return 20 + (int)st;
+    }
+    rlock_free(l);
+    rlock_client_free(c);
+    return 0;
+}
+
+static void read_ready(int fd, pid_t pid)
+{
+    struct pollfd p = {fd, POLLIN, 0};
+    char b;
+    bool ok = poll(&p, 1, 10000) == 1 && read(fd, &b, 1) == 1;
+    if (!ok) {
+        int code = wait_bounded(pid, 100);
+        cr_assert_fail("child did not take the lock (exit %d)", code);
+    }
+}
+
+Test(faults, stopped_holder_learns_loss_and_spares_new_owner)
+{
+    char *name = th_name("sigstop");
+    int pfd[2];
+    cr_assert_eq(pipe(pfd), 0);
+    child_arg ca = {url, name, pfd[1], 0};
+    pid_t pid = th_fork(stalled_child, &ca);
+    read_ready(pfd[0], pid);
+    cr_assert_eq(kill(pid, SIGSTOP), 0);
+    int wst;
+    cr_assert_eq(waitpid(pid, &wst, WUNTRACED), pid);
+    cr_assert(WIFSTOPPED(wst));
+
+    rlock_client *p = fclient(1500, 500, 5000, NULL);
+    rlock *l;
+    th_ok(rlock_new(p, name, &l));
+    int64_t t0 = th_now_ms();
+    th_ok(rlock_try_lock(l, 6000, RLOCK_WATCHDOG));
+    cr_log_info("parent acquired %lld ms after stopping the holder",
+                (long long)(th_now_ms() - t0));
+    th_sleep_ms(500);
+    kill(pid, SIGCONT);
+    int code = wait_bounded(pid, 15000);
+    cr_assert_eq(code, 0,
+                 "child exit %d (14: on_lock_lost not called once, 20+s: unlock returned s "
+                 "instead of RLOCK_ELOST)",
+                 code);
+    char *owner = th_owner(p, rlock_thread_id());
+    redisContext *r = admin();
+    cr_assert_eq(th_hget_int(r, name, owner), 1, "the stale holder touched the new owner's lock");
+    cr_assert_eq(th_hlen(r, name), 1);
+    th_ok(rlock_unlock(l));
+    cr_assert_eq(th_exists(r, name), 0);
+    redisFree(r);
+    rlock_free(l);
+    rlock_client_free(p);
+    close(pfd[0]);
+    close(pfd[1]);
+    free(owner);
+    free(name);
+}
+
+/* Takes the lock, tells the parent, then waits to be killed. */
+static int doomed_child(void *arg)
+{
+    child_arg *a = arg;
+    rlock_config cfg;
+    rlock_config_init(&cfg);
+    cfg.url = a->url;
+    cfg.watchdog_timeout_ms = 1500;
+    rlock_client *c;
+    rlock *l;
+    if (rlock_client_new(&cfg, &c) != RLOCK_OK || rlock_new(c, a->name, &l) != RLOCK_OK ||
+        rlock_lock(l, a->lease) != RLOCK_OK) {
+        return 10;
+    }
+    char b = 1;
+    if (write(a->ready_fd, &b, 1) != 1) {
+        return 13;
+    }
+    for (int i = 0; i < 600; i++) {
+        th_sleep_ms(100);
+    }
+    return 0;
+}
+
+static void killed_holder_case(int64_t lease)
+{
+    char *name = th_name("sigkill");
+    int pfd[2];
+    cr_assert_eq(pipe(pfd), 0);
+    child_arg ca = {url, name, pfd[1], lease};
+    pid_t pid = th_fork(doomed_child, &ca);
+    read_ready(pfd[0], pid);
+    if (lease == RLOCK_WATCHDOG) {
+        th_sleep_ms(1200); /* let the watchdog renew it twice */
+    }
+    redisContext *r = admin();
+    cr_assert_eq(kill(pid, SIGKILL), 0);
+    int64_t t_kill = th_now_ms();
+    long long ttl0 = th_pttl(r, name);
+    cr_assert_eq(th_wait(pid), 128 + SIGKILL);
+    cr_assert(ttl0 > 0, "lock gone at the kill (PTTL %lld)", ttl0);
+    th_sleep_ms(300);
+    cr_assert_eq(th_exists(r, name), 1, "lock freed 300 ms after the holder died (PTTL was %lld)",
+                 ttl0);
+
+    rlock_client *p = fclient(1500, 500, 5000, NULL);
+    rlock *l;
+    th_ok(rlock_new(p, name, &l));
+    th_ok(rlock_try_lock(l, 8000, 2000));
+    int64_t dt = th_now_ms() - t_kill;
+    cr_log_info("lease %lld: PTTL %lld at the kill, acquired %lld ms after it", (long long)lease,
+                ttl0, (long long)dt);
+    cr_assert(dt >= ttl0 - 100, "acquired %lld ms after the kill, lease had %lld ms left",
+              (long long)dt, ttl0);
+    th_ok(rlock_unlock(l));
+    redisFree(r);
+    rlock_free(l);
+    rlock_client_free(p);
+    close(pfd[0]);
+    close(pfd[1]);
+    free(name);
+}
+
+Test(faults, killed_holder_watchdog_lock_frees_after_lease)
+{
+    killed_holder_case(RLOCK_WATCHDOG);
+}
+
+Test(faults, killed_holder_explicit_lease_frees_after_lease)
+{
+    killed_holder_case(2500);
+}
+
+typedef struct exiter {
+    rlock *l;
+    uint64_t tid;
+    rlock_status st;
+} exiter;
+
+static void *exit_holding(void *arg)
+{
+    exiter *e = arg;
+    e->tid = rlock_thread_id();
+    e->st = rlock_lock(e->l, RLOCK_WATCHDOG);
+    return NULL;
+}
+
+Test(faults, thread_exit_while_holding_keeps_renewed_hold)
+{
+    char *name = th_name("exit");
+    rlock_client *a = fclient(1500, 500, 5000, NULL);
+    rlock *l;
+    th_ok(rlock_new(a, name, &l));
+    exiter e = {l, 0, RLOCK_EINVAL};
+    pthread_t t;
+    pthread_create(&t, NULL, exit_holding, &e);
+    pthread_join(t, NULL);
+    th_ok(e.st);
+    /* Observed and documented: holds belong to thread ids, not to live
+     * threads. The watchdog keeps renewing a hold whose thread is gone;
+     * nobody else can unlock it; force_unlock is the way out. */
+    th_sleep_ms(3 * 1500);
+    char *owner = th_owner(a, e.tid);
+    redisContext *r = admin();
+    cr_assert_eq(th_hget_int(r, name, owner), 1, "the exited thread's hold lapsed");
+    long long ttl = th_pttl(r, name);
+    cr_assert(ttl > 0 && ttl <= 1500, "PTTL %lld", ttl);
+    th_assert_status(rlock_unlock(l), RLOCK_ENOTOWNER);
+    bool was = false;
+    th_ok(rlock_force_unlock(l, &was));
+    cr_assert(was);
+    th_sleep_ms(1000);
+    cr_assert_eq(th_exists(r, name), 0, "the watchdog renewed a force-unlocked hold");
+    uint64_t held = 0;
+    th_ok(rlock_client_stat(a, RLOCK_STAT_HELD, &held));
+    cr_log_info("RLOCK_STAT_HELD after force_unlock of an exited thread's hold: %llu",
+                (unsigned long long)held);
+    redisFree(r);
+    rlock_free(l);
+    rlock_client_free(a);
+    free(owner);
+    free(name);
+}
+
+Test(faults, client_freed_while_holding_lock_expires_after_lease)
+{
+    char *name = th_name("free-held");
+    rlock_client *a = fclient(1500, 500, 5000, NULL);
+    rlock *l;
+    th_ok(rlock_new(a, name, &l));
+    th_ok(rlock_lock(l, RLOCK_WATCHDOG));
+    char *owner = th_owner(a, rlock_thread_id());
+    rlock_free(l);
+    int64_t t0 = th_now_ms();
+    rlock_client_free(a);
+    cr_assert(th_now_ms() - t0 < 3000, "rlock_client_free took %lld ms",
+              (long long)(th_now_ms() - t0));
+    redisContext *r = admin();
+    long long ttl = th_pttl(r, name);
+    cr_assert(ttl > 0 && ttl <= 1500, "PTTL %lld after free", ttl);
+    cr_assert_eq(th_hget_int(r, name, owner), 1, "rlock_client_free() must not unlock");
+    int64_t deadline = th_now_ms() + 3000;
+    while (th_exists(r, name) && th_now_ms() < deadline) {
+        th_sleep_ms(50);
+    }
+    cr_assert_eq(th_exists(r, name), 0, "lock still renewed after its client was freed");
+    redisFree(r);
+    free(owner);
+    free(name);
+}
+
+Test(faults, client_freed_while_threads_wait_returns_eclosed)
+{
+    char *name = th_name("free-waiting");
+    rlock_client *a = fclient(1500, 500, 5000, NULL);
+    rlock_client *b = fclient(1500, 500, 5000, NULL);
+    rlock *l;
+    th_ok(rlock_new(a, name, &l));
+    th_ok(rlock_lock(l, 20000));
+    waiter w[3] = {
+        {.c = b, .name = name, .wait_ms = -1, .lease_ms = RLOCK_WATCHDOG},
+        {.c = b, .name = name, .wait_ms = -1, .lease_ms = 5000},
+        {.c = b, .name = name, .wait_ms = 15000, .lease_ms = RLOCK_WATCHDOG},
+    };
+    for (int i = 0; i < 3; i++) {
+        waiter_start(&w[i]);
+    }
+    wait_subscribers(name, 1, 3000);
+    th_sleep_ms(300);
+    int64_t t0 = th_now_ms();
+    rlock_client_free(b);
+    cr_assert(th_now_ms() - t0 < 3000, "rlock_client_free took %lld ms",
+              (long long)(th_now_ms() - t0));
+    for (int i = 0; i < 3; i++) {
+        cr_assert(waiter_join(&w[i], 3000), "waiter %d still blocked after the free", i);
+        th_assert_status(w[i].st, RLOCK_ECLOSED);
+    }
+    char *owner = th_owner(a, rlock_thread_id());
+    redisContext *r = admin();
+    cr_assert_eq(th_hget_int(r, name, owner), 1);
+    th_ok(rlock_unlock(l));
+    cr_assert_eq(th_exists(r, name), 0);
+    redisFree(r);
+    rlock_free(l);
+    rlock_client_free(a);
+    free(owner);
+    free(name);
+}
+
+typedef struct fork_arg {
+    rlock_client *c;
+    rlock *l;
+    const char *url;
+    const char *name;
+} fork_arg;
+
+/* In a fork()ed child: every call on the inherited client is refused,
+ * freeing it returns, and a client of its own works. */
+static int forked_child(void *arg)
+{
+    fork_arg *f = arg;
+    bool b;
+    int64_t n;
+    rlock *x;
+    rlock_status got[9] = {
+        rlock_lock(f->l, RLOCK_WATCHDOG),
+        rlock_try_lock(f->l, 0, 1000),
+        rlock_unlock(f->l),
+        rlock_force_unlock(f->l, &b),
+        rlock_is_locked(f->l, &b),
+        rlock_is_held_by_current_thread(f->l, &b),
+        rlock_hold_count(f->l, &n),
+        rlock_remain_ttl(f->l, &n),
+        rlock_new(f->c, "other", &x),
+    };
+    for (int i = 0; i < 9; i++) {
+        if (got[i] != RLOCK_ECLOSED) {
+            return 10 + i;
+        }
+    }
+    rlock_free(f->l);
+    rlock_client_free(f->c);
+
+    rlock_config cfg;
+    rlock_config_init(&cfg);
+    cfg.url = f->url;
+    rlock_client *c;
+    rlock *l;
+    if (rlock_client_new(&cfg, &c) != RLOCK_OK || rlock_new(c, f->name, &l) != RLOCK_OK) {
+        return 30;
+    }
+    if (rlock_try_lock(l, 0, 1000) != RLOCK_EBUSY) {
+        return 31;
+    }
+    rlock_free(l);
+    if (rlock_new(c, "forked-child-own", &l) != RLOCK_OK || rlock_lock(l, 2000) != RLOCK_OK ||
+        rlock_unlock(l) != RLOCK_OK) {
+        return 32;
+    }
+    rlock_free(l);
+    rlock_client_free(c);
+    return 0;
+}
+
+Test(faults, fork_while_holding)
+{
+    char *name = th_name("fork");
+    rlock_client *a = fclient(1500, 500, 5000, NULL);
+    rlock *l;
+    th_ok(rlock_new(a, name, &l));
+    th_ok(rlock_lock(l, RLOCK_WATCHDOG));
+    fork_arg f = {a, l, url, name};
+    pid_t pid = th_fork(forked_child, &f);
+    int code = wait_bounded(pid, 15000);
+    cr_assert_eq(code, 0,
+                 "child exit %d (-1: hung; 10-18: a call on the inherited client did not "
+                 "return RLOCK_ECLOSED; 30-32: its own client failed)",
+                 code);
+    /* The parent's hold is untouched and still renewed. */
+    th_sleep_ms(2000);
+    char *owner = th_owner(a, rlock_thread_id());
+    redisContext *r = admin();
+    cr_assert_eq(th_hget_int(r, name, owner), 1);
+    cr_assert_eq(th_hlen(r, name), 1);
+    cr_assert(th_pttl(r, name) > 0);
+    th_ok(rlock_unlock(l));
+    cr_assert_eq(th_exists(r, name), 0);
+    redisFree(r);
+    rlock_free(l);
+    rlock_client_free(a);
+    free(owner);
+    free(name);
+}
