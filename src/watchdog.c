@@ -304,6 +304,21 @@ static size_t mark_lost(rlock_client *c, renewal *v, const int8_t *res, size_t n
     return k;
 }
 
+/* Stores a renewal reply's answers for v[lo .. lo+k) and frees it; an
+ * answer of another shape stays -1 (retried next round). */
+static void record_results(rlock_client *c, redisReply *r, size_t lo, size_t k, int8_t *res)
+{
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == k) {
+        for (size_t i = 0; i < k; i++) {
+            if (r->element[i]->type == REDIS_REPLY_INTEGER) {
+                res[lo + i] = r->element[i]->integer ? 1 : 0;
+                rlock__stat_add(c, RLOCK_STAT_RENEWED, (uint64_t)res[lo + i]);
+            }
+        }
+    }
+    freeReplyObject(r);
+}
+
 /* Renews v[lo .. lo+k) with one script call through the NOSCRIPT fallback.
  * False on a transport error. */
 static bool eval_batch(rlock_client *c, rlock__conn *conn, renewal *v, size_t lo, size_t k,
@@ -323,15 +338,7 @@ static bool eval_batch(rlock_client *c, rlock__conn *conn, renewal *v, size_t lo
         return false;
     }
     rlock__stat_add(c, RLOCK_STAT_RENEWAL_CALLS, 1);
-    if (r->type == REDIS_REPLY_ARRAY && r->elements == k) {
-        for (size_t i = 0; i < k; i++) {
-            if (r->element[i]->type == REDIS_REPLY_INTEGER) {
-                res[lo + i] = r->element[i]->integer ? 1 : 0;
-                rlock__stat_add(c, RLOCK_STAT_RENEWED, (uint64_t)res[lo + i]);
-            }
-        }
-    }
-    freeReplyObject(r);
+    record_results(c, r, lo, k, res);
     return true;
 }
 
@@ -400,15 +407,7 @@ static void renew_all(rlock_client *c, renewal *v, size_t n, int8_t *res)
             freeReplyObject(r);
             continue;
         }
-        if (r->type == REDIS_REPLY_ARRAY && r->elements == k) {
-            for (size_t i = 0; i < k; i++) {
-                if (r->element[i]->type == REDIS_REPLY_INTEGER) {
-                    res[lo + i] = r->element[i]->integer ? 1 : 0;
-                    rlock__stat_add(c, RLOCK_STAT_RENEWED, (uint64_t)res[lo + i]);
-                }
-            }
-        }
-        freeReplyObject(r);
+        record_results(c, r, lo, k, res);
     }
     /* Batches that hit NOSCRIPT anyway (SCRIPT FLUSH mid-round): one call
      * each, through the fallback path. */
