@@ -32,7 +32,9 @@ TEST_BIN := $(patsubst test/%.c,$(B)/test/%,$(TEST_SRC))
 TOOL_SRC := $(wildcard tools/*.c)
 BENCH_SRC:= $(wildcard bench/*.c)
 
-.PHONY: all lib check test demo bench install uninstall clean asan tsan \
+FORCE:
+
+.PHONY: FORCE all lib check test demo bench install uninstall clean asan tsan \
         valgrind symbols format deps soak fuzz
 
 all: lib $(B)/rlock $(B)/rlock-bench $(EX_BIN)
@@ -60,7 +62,8 @@ $(B)/librlock.so: $(LIB_OBJ)
 	ln -sf librlock.so.$(VERSION) $(B)/$(SONAME)
 	ln -sf librlock.so.$(VERSION) $@
 
-$(B)/rlock.pc: Makefile
+# Regenerated on every run so that it carries the PREFIX of this make.
+$(B)/rlock.pc: FORCE
 	@mkdir -p $(B)
 	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCDIR)' '' \
 	  'Name: rlock' 'Description: Redisson-compatible distributed locks on Redis' \
