@@ -34,7 +34,7 @@ BENCH_SRC:= $(wildcard bench/*.c)
 
 FORCE:
 
-.PHONY: FORCE all lib check test demo bench install uninstall clean asan tsan \
+.PHONY: FORCE docs-check all lib check test demo bench install uninstall clean asan tsan \
         valgrind symbols format deps soak fuzz
 
 all: lib $(B)/rlock $(B)/rlock-bench $(EX_BIN)
@@ -93,7 +93,7 @@ deps:
 	@sh scripts/deps.sh
 
 check: deps
-	$(MAKE) all $(TEST_BIN) symbols
+	$(MAKE) all $(TEST_BIN) symbols docs-check
 	sh scripts/run-tests.sh $(B) $(TEST_BIN)
 
 test: check
@@ -105,6 +105,11 @@ demo: deps
 bench: deps
 	$(MAKE) $(B)/rlock-bench
 	sh scripts/with-redis.sh $(B)/rlock-bench --all
+
+# The porting guide's C blocks are excerpts of the compiled examples.
+docs-check:
+	@if command -v python3 >/dev/null; then python3 scripts/check-doc-excerpts.py; \
+	else echo "docs-check: python3 not found, skipped"; fi
 
 # The exported symbols of the shared library must all be rlock_*.
 symbols: $(B)/librlock.so

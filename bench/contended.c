@@ -29,9 +29,8 @@ typedef struct cont_result {
     long long counter;
 } cont_result;
 
-static void fill_workers(bench_ctx *x, rlock_client *c, bench_gate *g,
-                         bench_worker *w, int n, const char *lock,
-                         const char *counter)
+static void fill_workers(bench_ctx *x, rlock_client *c, bench_gate *g, bench_worker *w, int n,
+                         const char *lock, const char *counter)
 {
     for (int i = 0; i < n; i++) {
         memset(&w[i], 0, sizeof w[i]);
@@ -54,8 +53,7 @@ static long long read_counter(bench_ctx *x, const char *key)
 
 /* ---- 8 threads, one process ------------------------------------------------- */
 
-static void run_threads(bench_ctx *x, int threads, double dur,
-                        cont_result *r)
+static void run_threads(bench_ctx *x, int threads, double dur, cont_result *r)
 {
     char lock[128], counter[128];
     snprintf(lock, sizeof lock, "%s:cont:t:lock", x->prefix);
@@ -127,8 +125,7 @@ static void read_all(int fd, void *buf, size_t len)
             continue;
         }
         if (k <= 0) {
-            bench_die("pipe read: %s", k == 0 ? "child exited early"
-                                              : strerror(errno));
+            bench_die("pipe read: %s", k == 0 ? "child exited early" : strerror(errno));
         }
         p += k;
         len -= (size_t)k;
@@ -154,8 +151,8 @@ static void read_vec(int fd, bench_vec *v)
 
 /* One child process: its own client (a client inherited across fork() is
  * closed to the child by design), its threads, one report on `up`. */
-static int child_main(bench_ctx *x, int up, int down, int threads,
-                      const char *lock, const char *counter)
+static int child_main(bench_ctx *x, int up, int down, int threads, const char *lock,
+                      const char *counter)
 {
     rlock_client *c = bench_client(&x->o->target, 0, 0);
     bench_gate *g = bench_xcalloc(1, sizeof *g);
@@ -163,8 +160,7 @@ static int child_main(bench_ctx *x, int up, int down, int threads,
     bench_worker *w = bench_xcalloc((size_t)threads, sizeof *w);
     fill_workers(x, c, g, w, threads, lock, counter);
     for (int i = 0; i < threads; i++) {
-        if (pthread_create(&w[i].thread, NULL, bench_worker_main, &w[i]) !=
-            0) {
+        if (pthread_create(&w[i].thread, NULL, bench_worker_main, &w[i]) != 0) {
             bench_die("pthread_create failed");
         }
     }
@@ -207,14 +203,12 @@ static int child_main(bench_ctx *x, int up, int down, int threads,
 
 #define MAX_PROCS 16
 
-static void run_procs(bench_ctx *x, int procs, int threads, double dur,
-                      cont_result *r)
+static void run_procs(bench_ctx *x, int procs, int threads, double dur, cont_result *r)
 {
     char lock[128], counter[128];
     snprintf(lock, sizeof lock, "%s:cont:p:lock", x->prefix);
     snprintf(counter, sizeof counter, "%s:cont:p:counter", x->prefix);
-    snprintf(r->label, sizeof r->label, "%d processes x %d threads", procs,
-             threads);
+    snprintf(r->label, sizeof r->label, "%d processes x %d threads", procs, threads);
     bench_progress("4. contended: %s, %.0f s", r->label, dur);
     bench_cmd_void(x->r, "SET %s 0", counter);
 
@@ -238,8 +232,7 @@ static void run_procs(bench_ctx *x, int procs, int threads, double dur,
             }
             close(up[p][0]);
             close(down[p][1]);
-            int rc = child_main(x, up[p][1], down[p][0], threads, lock,
-                                counter);
+            int rc = child_main(x, up[p][1], down[p][0], threads, lock, counter);
             /* _exit: the parent's atexit handlers and stdio buffers are
              * not the child's to run. */
             _exit(rc);
@@ -255,8 +248,7 @@ static void run_procs(bench_ctx *x, int procs, int threads, double dur,
     /* CLOCK_MONOTONIC is one clock for every process of the machine, so the
      * children can take the deadline as an absolute time. */
     int64_t start = bench_now_ns();
-    int64_t when[2] = {start + (int64_t)(dur * 1e9),
-                       start + (int64_t)((dur + CONT_GRACE_S) * 1e9)};
+    int64_t when[2] = {start + (int64_t)(dur * 1e9), start + (int64_t)((dur + CONT_GRACE_S) * 1e9)};
     for (int p = 0; p < procs; p++) {
         write_all(down[p][1], when, sizeof when);
     }
@@ -298,8 +290,7 @@ static void run_procs(bench_ctx *x, int procs, int threads, double dur,
         close(up[p][0]);
         close(down[p][1]);
         int st = 0;
-        if (waitpid(pid[p], &st, 0) < 0 || !WIFEXITED(st) ||
-            WEXITSTATUS(st) != 0) {
+        if (waitpid(pid[p], &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
             bench_warn("child %ld ended with status %d", (long)pid[p], st);
         }
     }
@@ -350,16 +341,13 @@ static void report(bench_ctx *x, cont_result *r)
 
     bench_md("| %s | %s | %s | %s | %s | %s | %s | %llu / %llu | %s | %s | "
              "%s | %s | %s / %s | %s / %s | %s (%s) | %s | %d |",
-             r->label, bench_fmt(ops, 0), bench_fmt(rate, 0),
-             bench_fmt(l.mean_us, 0), bench_fmt(l.p50_us, 0),
-             bench_fmt(l.p99_us, 0), bench_fmt(l.max_us, 0),
-             (unsigned long long)mn, (unsigned long long)mx,
-             bench_fmt(fair, 2), bench_fmt(ccmd, 2), bench_fmt(scmd, 2),
-             bench_fmt(evalsha, 2), bench_fmt(h.p50_us, 0),
+             r->label, bench_fmt(ops, 0), bench_fmt(rate, 0), bench_fmt(l.mean_us, 0),
+             bench_fmt(l.p50_us, 0), bench_fmt(l.p99_us, 0), bench_fmt(l.max_us, 0),
+             (unsigned long long)mn, (unsigned long long)mx, bench_fmt(fair, 2), bench_fmt(ccmd, 2),
+             bench_fmt(scmd, 2), bench_fmt(evalsha, 2), bench_fmt(h.p50_us, 0),
              bench_fmt(h.p99_us, 0), bench_fmt(h.p50_us / x->rtt_us, 1),
              bench_fmt(h.p99_us / x->rtt_us, 1), bench_fmt(cycle_us, 0),
-             bench_fmt(cycle_us / x->rtt_us, 1),
-             mutex_ok ? "yes" : "**NO**", r->stuck);
+             bench_fmt(cycle_us / x->rtt_us, 1), mutex_ok ? "yes" : "**NO**", r->stuck);
 
     char label[96];
     snprintf(label, sizeof label, "contended %s", r->label);
@@ -389,14 +377,11 @@ static void report(bench_ctx *x, cont_result *r)
     char goal[128];
     snprintf(goal, sizeof goal, "4. fairness min/max, %s", r->label);
     bench_goal(goal, fair, 2, true, 0.5);
-    snprintf(goal, sizeof goal, "4. client cmds per acquisition, %s",
-             r->label);
+    snprintf(goal, sizeof goal, "4. client cmds per acquisition, %s", r->label);
     bench_goal(goal, ccmd, 2, false, 2.5);
-    snprintf(goal, sizeof goal, "4. mutual exclusion |counter - acq|, %s",
-             r->label);
+    snprintf(goal, sizeof goal, "4. mutual exclusion |counter - acq|, %s", r->label);
     bench_goal(goal, fabs((double)r->counter - ops), 0, false, 0);
-    snprintf(goal, sizeof goal, "4. workers stuck in rlock_lock, %s",
-             r->label);
+    snprintf(goal, sizeof goal, "4. workers stuck in rlock_lock, %s", r->label);
     bench_goal(goal, r->stuck, 0, false, 0);
 }
 

@@ -96,26 +96,23 @@ void bench_js_end(void)
     bench_str_printf(&js_rows, "}");
 }
 
-void bench_goal(const char *what, double measured, int nd, bool at_least,
-                double target)
+void bench_goal(const char *what, double measured, int nd, bool at_least, double target)
 {
-    bool met = !isnan(measured) &&
-               (at_least ? measured >= target : measured <= target);
+    bool met = !isnan(measured) && (at_least ? measured >= target : measured <= target);
     if (met) {
         goals_met++;
     } else {
         goals_missed++;
     }
-    bench_str_printf(&md_goals, "| %s | %s | %s %s | %s |\n", what,
-                     bench_fmt(measured, nd), at_least ? "≥" : "≤",
-                     bench_fmt(target, nd), met ? "yes" : "**no**");
-    bench_str_printf(&js_goals, "%s    {\"goal\": \"%s\", \"measured\": ",
-                     js_goals.n ? ",\n" : "", what);
+    bench_str_printf(&md_goals, "| %s | %s | %s %s | %s |\n", what, bench_fmt(measured, nd),
+                     at_least ? "≥" : "≤", bench_fmt(target, nd), met ? "yes" : "**no**");
+    bench_str_printf(&js_goals, "%s    {\"goal\": \"%s\", \"measured\": ", js_goals.n ? ",\n" : "",
+                     what);
     bench_str_num(&js_goals, measured);
     bench_str_printf(&js_goals, ", \"target\": ");
     bench_str_num(&js_goals, target);
-    bench_str_printf(&js_goals, ", \"at_least\": %s, \"met\": %s}",
-                     at_least ? "true" : "false", met ? "true" : "false");
+    bench_str_printf(&js_goals, ", \"at_least\": %s, \"met\": %s}", at_least ? "true" : "false",
+                     met ? "true" : "false");
 }
 
 const bench_rb *bench_limit(bench_ctx *x, int clients)
@@ -136,26 +133,22 @@ const bench_rb *bench_limit(bench_ctx *x, int clients)
     }
     char key[128];
     snprintf(key, sizeof key, "%s:rb:lock", x->prefix);
-    bench_progress("redis-benchmark EVALSHA lock-like -c %d -n %d", clients,
-                   n);
+    bench_progress("redis-benchmark EVALSHA lock-like -c %d -n %d", clients, n);
     int i = x->nrb++;
     x->rb_clients[i] = clients;
-    x->rb[i] = bench_redis_benchmark_evalsha(&x->o->target, x->sha, key,
-                                             clients, n);
+    x->rb[i] = bench_redis_benchmark_evalsha(&x->o->target, x->sha, key, clients, n);
     bench_cmd_void(x->r, "DEL %s", key);
     return &x->rb[i];
 }
 
 static bool wanted(const bench_opts *o, const char *name, const char *num)
 {
-    return o->only == NULL || strcmp(o->only, name) == 0 ||
-           strcmp(o->only, num) == 0;
+    return o->only == NULL || strcmp(o->only, name) == 0 || strcmp(o->only, num) == 0;
 }
 
 int bench_standalone_main(const bench_opts *o)
 {
-    static const char *names[] = {"uncontended", "parallel", "nested",
-                                  "contended", "watchdog"};
+    static const char *names[] = {"uncontended", "parallel", "nested", "contended", "watchdog"};
     if (o->only) {
         bool known = false;
         for (size_t i = 0; i < 5; i++) {
@@ -178,8 +171,8 @@ int bench_standalone_main(const bench_opts *o)
     snprintf(x.prefix, sizeof x.prefix, "rlock-bench:%ld", (long)getpid());
     x.rtt_us = bench_ping_rtt_us(x.r, o->quick ? 1000 : 5000, &x.rtt_p50_us);
     bench_load_lock_like(x.r, x.sha, sizeof x.sha);
-    bench_progress("redis-server %s at %s, PING round trip %.1f us mean",
-                   x.redis_version, o->target.url, x.rtt_us);
+    bench_progress("redis-server %s at %s, PING round trip %.1f us mean", x.redis_version,
+                   o->target.url, x.rtt_us);
 
     int64_t t0 = bench_now_ns();
     if (wanted(o, "uncontended", "1")) {
@@ -201,8 +194,7 @@ int bench_standalone_main(const bench_opts *o)
 
     FILE *out = o->json ? stderr : stdout;
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    fprintf(out, "# rlock-bench %s%s\n\n", rlock_version(),
-            o->quick ? " (quick)" : "");
+    fprintf(out, "# rlock-bench %s%s\n\n", rlock_version(), o->quick ? " (quick)" : "");
     fprintf(out,
             "redis-server %s at %s; %ld CPUs; PING round trip (hiredis, "
             "this run) mean %s us, p50 %s us; total %s s.\n\n",
@@ -217,17 +209,17 @@ int bench_standalone_main(const bench_opts *o)
         fprintf(out, "|---|---|---|---|---|---|\n");
         for (int i = 0; i < x.nrb; i++) {
             const bench_rb *b = &x.rb[i];
-            fprintf(out, "| -c %d | %s | %s | %s | %s | %s |\n",
-                    x.rb_clients[i], bench_fmt(b->rps, 0),
-                    bench_fmt(b->avg_us, 0), bench_fmt(b->p99_us, 0),
+            fprintf(out, "| -c %d | %s | %s | %s | %s | %s |\n", x.rb_clients[i],
+                    bench_fmt(b->rps, 0), bench_fmt(b->avg_us, 0), bench_fmt(b->p99_us, 0),
                     bench_fmt(b->max_us, 0), bench_fmt(b->rps / 2, 0));
         }
         fprintf(out, "\n");
     }
     fputs(md.s ? md.s : "", out);
     if (md_goals.n) {
-        fprintf(out, "## Goals\n\n| goal | measured | target | met |\n"
-                     "|---|---|---|---|\n%s\n",
+        fprintf(out,
+                "## Goals\n\n| goal | measured | target | met |\n"
+                "|---|---|---|---|\n%s\n",
                 md_goals.s);
         fprintf(out, "%d goals met, %d missed\n", goals_met, goals_missed);
     }
@@ -236,16 +228,15 @@ int bench_standalone_main(const bench_opts *o)
     if (o->json) {
         printf("{\"rlock_version\": \"%s\", \"redis_version\": \"%s\", "
                "\"url\": \"%s\", \"quick\": %s, \"rtt_mean_us\": ",
-               rlock_version(), x.redis_version, o->target.url,
-               o->quick ? "true" : "false");
+               rlock_version(), x.redis_version, o->target.url, o->quick ? "true" : "false");
         bench_str num = {0};
         bench_str_num(&num, x.rtt_us);
         printf("%s, \"limits\": [", num.s);
         for (int i = 0; i < x.nrb; i++) {
             num.n = 0;
             bench_str_num(&num, x.rb[i].rps);
-            printf("%s{\"clients\": %d, \"evalsha_rps\": %s}", i ? ", " : "",
-                   x.rb_clients[i], num.s);
+            printf("%s{\"clients\": %d, \"evalsha_rps\": %s}", i ? ", " : "", x.rb_clients[i],
+                   num.s);
         }
         bench_str_free(&num);
         printf("],\n  \"results\": [\n%s\n  ],\n  \"goals\": [\n%s\n  ]}\n",

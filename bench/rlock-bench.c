@@ -21,24 +21,23 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: rlock-bench --all | --scenario NAME [--url URL] "
-            "[--quick] [--json] [--quiet]\n"
-            "       rlock-bench --port P --scenario uncontended|contended "
-            "[--n N] [--duration S]\n"
-            "                   [--workers W] [--grace S] [--lock-key K] "
-            "[--counter-key C]\n"
-            "\n"
-            "Standalone scenarios (NAME or number): 1 uncontended, 2 "
-            "parallel, 3 nested,\n"
-            "4 contended, 5 watchdog. URL defaults to $RLOCK_URL, then "
-            "redis://127.0.0.1:6379.\n"
-            "--quick runs a short version of each (a smoke test); --json "
-            "prints JSON on\n"
-            "stdout and the Markdown report on stderr.\n"
-            "With --port, speaks the line protocol of the lock-anchor "
-            "harness (READY, GO,\n"
-            "RESULT {json}, BYE).\n");
+    fprintf(f, "usage: rlock-bench --all | --scenario NAME [--url URL] "
+               "[--quick] [--json] [--quiet]\n"
+               "       rlock-bench --port P --scenario uncontended|contended "
+               "[--n N] [--duration S]\n"
+               "                   [--workers W] [--grace S] [--lock-key K] "
+               "[--counter-key C]\n"
+               "\n"
+               "Standalone scenarios (NAME or number): 1 uncontended, 2 "
+               "parallel, 3 nested,\n"
+               "4 contended, 5 watchdog. URL defaults to $RLOCK_URL, then "
+               "redis://127.0.0.1:6379.\n"
+               "--quick runs a short version of each (a smoke test); --json "
+               "prints JSON on\n"
+               "stdout and the Markdown report on stderr.\n"
+               "With --port, speaks the line protocol of the lock-anchor "
+               "harness (READY, GO,\n"
+               "RESULT {json}, BYE).\n");
 }
 
 /* The value of option argv[*i]; dies when it is missing. */

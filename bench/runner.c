@@ -54,15 +54,13 @@ int bench_runner_main(const bench_runner_args *a)
         w[i].client = c;
         w[i].target = &t;
         snprintf(w[i].lock_name, sizeof w[i].lock_name, "%s", a->lock_key);
-        snprintf(w[i].counter_key, sizeof w[i].counter_key, "%s",
-                 contended ? a->counter_key : "");
+        snprintf(w[i].counter_key, sizeof w[i].counter_key, "%s", contended ? a->counter_key : "");
         w[i].gate = &gate;
         /* A few hundred pairs in all: loads the scripts, opens the pool's
          * connections and the workers' own connections. */
         w[i].warmup = contended ? (300 + nw - 1) / nw : 300;
         w[i].max_ops = contended ? 0 : a->n;
-        if (pthread_create(&w[i].thread, NULL, bench_worker_main, &w[i]) !=
-            0) {
+        if (pthread_create(&w[i].thread, NULL, bench_worker_main, &w[i]) != 0) {
             bench_die("pthread_create failed");
         }
     }
@@ -103,9 +101,10 @@ int bench_runner_main(const bench_runner_args *a)
     bench_lat l = bench_lat_of(&lat);
 
     bench_str js = {0};
-    bench_str_printf(&js, "{\"library\": \"rlock\", \"version\": \"%s\", "
-                          "\"scenario\": \"%s\", \"ops\": %llu, "
-                          "\"elapsed_s\": ",
+    bench_str_printf(&js,
+                     "{\"library\": \"rlock\", \"version\": \"%s\", "
+                     "\"scenario\": \"%s\", \"ops\": %llu, "
+                     "\"elapsed_s\": ",
                      rlock_version(), a->scenario, (unsigned long long)ops);
     bench_str_num(&js, elapsed);
     bench_str_printf(&js, ", \"lat_mean_us\": ");
@@ -120,15 +119,12 @@ int bench_runner_main(const bench_runner_args *a)
                      ", \"lat_kind\": \"%s\", \"client_cmds\": %llu, "
                      "\"workers\": %d, \"timeouts\": %llu, "
                      "\"unlock_errors\": %llu, \"stuck\": %d",
-                     contended ? "acquire wait" : "lock+unlock pair",
-                     (unsigned long long)cmds, nw,
-                     (unsigned long long)errors,
-                     (unsigned long long)unlock_errors, stuck);
+                     contended ? "acquire wait" : "lock+unlock pair", (unsigned long long)cmds, nw,
+                     (unsigned long long)errors, (unsigned long long)unlock_errors, stuck);
     if (contended) {
         bench_str_printf(&js, ", \"per_worker\": [");
         for (int i = 0; i < nw; i++) {
-            bench_str_printf(&js, "%s%llu", i ? ", " : "",
-                             (unsigned long long)w[i].ops);
+            bench_str_printf(&js, "%s%llu", i ? ", " : "", (unsigned long long)w[i].ops);
         }
         bench_str_printf(&js, "]");
     }
@@ -137,8 +133,7 @@ int bench_runner_main(const bench_runner_args *a)
                      "rlock_client (default pool)%s\", "
                      "\"blocking\": \"pub/sub\"}",
                      nw, nw == 1 ? "" : "s",
-                     contended ? ", own hiredis connection each for the CS"
-                               : "");
+                     contended ? ", own hiredis connection each for the CS" : "");
     printf("RESULT %s\n", js.s);
     fflush(stdout);
     bench_str_free(&js);

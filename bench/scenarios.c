@@ -15,19 +15,17 @@ static void usage_now(double *cpu_s, double *csw)
 {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    *cpu_s = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
-             (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+    *cpu_s = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+             ru.ru_stime.tv_usec / 1e6;
     *csw = (double)(ru.ru_nvcsw + ru.ru_nivcsw);
 }
 
-void bench_run_workers(bench_ctx *x, rlock_client *c, bench_worker *w,
-                       int n, double duration_s, double grace_s,
-                       bench_run *out)
+void bench_run_workers(bench_ctx *x, rlock_client *c, bench_worker *w, int n, double duration_s,
+                       double grace_s, bench_run *out)
 {
     bench_gate *g = w[0].gate;
     for (int i = 0; i < n; i++) {
-        if (pthread_create(&w[i].thread, NULL, bench_worker_main, &w[i]) !=
-            0) {
+        if (pthread_create(&w[i].thread, NULL, bench_worker_main, &w[i]) != 0) {
             bench_die("pthread_create failed");
         }
     }
@@ -60,12 +58,10 @@ void bench_run_workers(bench_ctx *x, rlock_client *c, bench_worker *w,
     out->wakeups = bench_stat(c, RLOCK_STAT_WAKEUPS) - wake0;
 }
 
-void bench_workers_done(rlock_client *c, bench_gate *g, bench_worker *w,
-                        int n, int stuck)
+void bench_workers_done(rlock_client *c, bench_gate *g, bench_worker *w, int n, int stuck)
 {
     if (stuck > 0) {
-        bench_warn("leaking a client and %d workers: %d still blocked", n,
-                   stuck);
+        bench_warn("leaking a client and %d workers: %d still blocked", n, stuck);
         return;
     }
     for (int i = 0; i < n; i++) {
@@ -83,8 +79,7 @@ void bench_scn_uncontended(bench_ctx *x)
     bool q = x->o->quick;
     uint64_t n = q ? 2000 : 20000;
     double dur = q ? 1.0 : 5.0;
-    bench_progress("1. uncontended: %llu pairs or %.0f s",
-                   (unsigned long long)n, dur);
+    bench_progress("1. uncontended: %llu pairs or %.0f s", (unsigned long long)n, dur);
 
     rlock_client *c = bench_client(&x->o->target, 0, 0);
     static bench_gate g; /* static: a stuck worker may outlive this call */
@@ -108,11 +103,9 @@ void bench_scn_uncontended(bench_ctx *x)
     double limit = rb->ok ? rb->rps / 2 : NAN;
     double ratio = rate / limit;
     double ccmd = (double)run.client_cmds / (double)w.ops;
-    double scmd =
-        (double)bench_cmdstats_total(&run.server) / (double)w.ops;
+    double scmd = (double)bench_cmdstats_total(&run.server) / (double)w.ops;
     char breakdown[1024];
-    bench_cmdstats_format(&run.server, w.ops, NULL, 0, breakdown,
-                          sizeof breakdown);
+    bench_cmdstats_format(&run.server, w.ops, NULL, 0, breakdown, sizeof breakdown);
 
     bench_md("## 1. Uncontended lock + unlock\n");
     bench_md("One thread, one client (default pool), lock(WATCHDOG) + "
@@ -125,15 +118,13 @@ void bench_scn_uncontended(bench_ctx *x)
              "limit pairs/s | ratio |");
     bench_md("|---|---|---|---|---|---|---|---|---|---|---|");
     bench_md("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |",
-             bench_fmt((double)w.ops, 0), bench_fmt(rate, 0),
-             bench_fmt(l.mean_us, 0), bench_fmt(l.p50_us, 0),
-             bench_fmt(l.p99_us, 0), bench_fmt(l.max_us, 0),
-             bench_fmt(l.mean_us / x->rtt_us, 2), bench_fmt(ccmd, 2),
-             bench_fmt(scmd, 2), bench_fmt(limit, 0), bench_fmt(ratio, 2));
+             bench_fmt((double)w.ops, 0), bench_fmt(rate, 0), bench_fmt(l.mean_us, 0),
+             bench_fmt(l.p50_us, 0), bench_fmt(l.p99_us, 0), bench_fmt(l.max_us, 0),
+             bench_fmt(l.mean_us / x->rtt_us, 2), bench_fmt(ccmd, 2), bench_fmt(scmd, 2),
+             bench_fmt(limit, 0), bench_fmt(ratio, 2));
     bench_md("\nServer commands per pair: %s\n", breakdown);
     if (w.errors || w.unlock_errors) {
-        bench_md("**%llu lock errors, %llu unlock errors.**\n",
-                 (unsigned long long)w.errors,
+        bench_md("**%llu lock errors, %llu unlock errors.**\n", (unsigned long long)w.errors,
                  (unsigned long long)w.unlock_errors);
     }
 
@@ -149,8 +140,7 @@ void bench_scn_uncontended(bench_ctx *x)
     bench_js_num("limit_pairs_per_s", limit);
     bench_js_num("ratio", ratio);
     bench_js_end();
-    bench_goal("1. uncontended pairs/s ÷ ½ EVALSHA -c 1", ratio, 2, true,
-               0.9);
+    bench_goal("1. uncontended pairs/s ÷ ½ EVALSHA -c 1", ratio, 2, true, 0.9);
 
     if (run.stuck) {
         bench_md("**%d worker stuck in rlock_lock.**\n", run.stuck);
@@ -164,8 +154,7 @@ void bench_scn_uncontended(bench_ctx *x)
 
 static void parallel_one(bench_ctx *x, int threads, double dur)
 {
-    bench_progress("2. parallel: %d threads, distinct locks, %.0f s",
-                   threads, dur);
+    bench_progress("2. parallel: %d threads, distinct locks, %.0f s", threads, dur);
     /* One client shared by every thread, default pool: how an application
      * would use it, and what the pool size is there to serve. */
     rlock_client *c = bench_client(&x->o->target, 0, 0);
@@ -173,8 +162,7 @@ static void parallel_one(bench_ctx *x, int threads, double dur)
     bench_gate_init(g);
     bench_worker *w = bench_xcalloc((size_t)threads, sizeof *w);
     for (int i = 0; i < threads; i++) {
-        snprintf(w[i].lock_name, sizeof w[i].lock_name, "%s:par:%d:%d",
-                 x->prefix, threads, i);
+        snprintf(w[i].lock_name, sizeof w[i].lock_name, "%s:par:%d:%d", x->prefix, threads, i);
         w[i].client = c;
         w[i].target = &x->o->target;
         w[i].gate = g;
@@ -199,14 +187,11 @@ static void parallel_one(bench_ctx *x, int threads, double dur)
 
     double cpu_us = run.cpu_s * 1e6 / (double)ops;
     double csw = run.csw / (double)ops;
-    bench_md("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |%s",
-             threads,
-             bench_fmt((double)ops, 0), bench_fmt(rate, 0),
-             bench_fmt(l.mean_us, 0), bench_fmt(l.p50_us, 0),
-             bench_fmt(l.p99_us, 0), bench_fmt(l.max_us, 0),
-             bench_fmt(ccmd, 2), bench_fmt(cpu_us, 1), bench_fmt(csw, 2),
-             bench_fmt(limit, 0), bench_fmt(ratio, 2),
-             errors ? " errors!" : "");
+    bench_md("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |%s", threads,
+             bench_fmt((double)ops, 0), bench_fmt(rate, 0), bench_fmt(l.mean_us, 0),
+             bench_fmt(l.p50_us, 0), bench_fmt(l.p99_us, 0), bench_fmt(l.max_us, 0),
+             bench_fmt(ccmd, 2), bench_fmt(cpu_us, 1), bench_fmt(csw, 2), bench_fmt(limit, 0),
+             bench_fmt(ratio, 2), errors ? " errors!" : "");
     char label[64];
     snprintf(label, sizeof label, "parallel %d", threads);
     bench_js_begin(label);
@@ -225,8 +210,7 @@ static void parallel_one(bench_ctx *x, int threads, double dur)
     bench_js_num("errors", (double)errors);
     bench_js_end();
     char goal[96];
-    snprintf(goal, sizeof goal, "2. parallel %d threads ÷ ½ EVALSHA -c %d",
-             threads, threads);
+    snprintf(goal, sizeof goal, "2. parallel %d threads ÷ ½ EVALSHA -c %d", threads, threads);
     bench_goal(goal, ratio, 2, true, 0.7);
 
     snprintf(goal, sizeof goal, "2. parallel %d: workers stuck", threads);
@@ -275,8 +259,7 @@ void bench_scn_nested(bench_ctx *x)
         bench_die("rlock_new: %s", rlock_status_name(s));
     }
     for (int i = 0; i < 100; i++) {
-        if (rlock_lock(l, RLOCK_WATCHDOG) != RLOCK_OK ||
-            rlock_unlock(l) != RLOCK_OK) {
+        if (rlock_lock(l, RLOCK_WATCHDOG) != RLOCK_OK || rlock_unlock(l) != RLOCK_OK) {
             bench_die("nested warm-up failed");
         }
     }
@@ -321,8 +304,8 @@ void bench_scn_nested(bench_ctx *x)
              "trips = mean / PING mean (%s us). Client commands per call: "
              "%s. Hold count in Redis at the top: %lld (expected %d).\n",
              rounds, bench_fmt(x->rtt_us, 1),
-             bench_fmt((double)cmds / (2.0 * NEST_DEPTH * rounds), 2),
-             (long long)held_at_top, NEST_DEPTH);
+             bench_fmt((double)cmds / (2.0 * NEST_DEPTH * rounds), 2), (long long)held_at_top,
+             NEST_DEPTH);
     bench_md("| depth d | lock mean us | p50 | p99 | max | round trips | "
              "unlock mean us | p50 | p99 | max |");
     bench_md("|---|---|---|---|---|---|---|---|---|---|");
@@ -330,11 +313,10 @@ void bench_scn_nested(bench_ctx *x)
         bench_lat a = bench_lat_of(&lk[d]);
         bench_lat b = bench_lat_of(&ul[d]);
         bench_md("| %d%s | %s | %s | %s | %s | %s | %s | %s | %s | %s |", d,
-                 d == 0 ? " (first)" : "", bench_fmt(a.mean_us, 0),
-                 bench_fmt(a.p50_us, 0), bench_fmt(a.p99_us, 0),
-                 bench_fmt(a.max_us, 0), bench_fmt(a.mean_us / x->rtt_us, 2),
-                 bench_fmt(b.mean_us, 0), bench_fmt(b.p50_us, 0),
-                 bench_fmt(b.p99_us, 0), bench_fmt(b.max_us, 0));
+                 d == 0 ? " (first)" : "", bench_fmt(a.mean_us, 0), bench_fmt(a.p50_us, 0),
+                 bench_fmt(a.p99_us, 0), bench_fmt(a.max_us, 0),
+                 bench_fmt(a.mean_us / x->rtt_us, 2), bench_fmt(b.mean_us, 0),
+                 bench_fmt(b.p50_us, 0), bench_fmt(b.p99_us, 0), bench_fmt(b.max_us, 0));
         char label[32];
         snprintf(label, sizeof label, "nested depth %d", d);
         bench_js_begin(label);
@@ -359,16 +341,14 @@ void bench_scn_nested(bench_ctx *x)
 
 #define WD_TIMEOUT_MS 3000 /* lease 3 s: a renewal period of 1 s */
 
-static void lock_name(char *buf, size_t len, const bench_ctx *x, int n,
-                      int i)
+static void lock_name(char *buf, size_t len, const bench_ctx *x, int n, int i)
 {
     snprintf(buf, len, "%s:wd:%d:%d", x->prefix, n, i);
 }
 
 static void watchdog_one(bench_ctx *x, int n, int periods)
 {
-    bench_progress("5. watchdog: %d held locks, %d renewal periods", n,
-                   periods);
+    bench_progress("5. watchdog: %d held locks, %d renewal periods", n, periods);
     rlock_client *c = bench_client(&x->o->target, WD_TIMEOUT_MS, 0);
     char name[160];
     /* Warm the pool so its buffers are in the baseline, not the figure. */
@@ -378,8 +358,7 @@ static void watchdog_one(bench_ctx *x, int n, int periods)
         bench_die("rlock_new failed");
     }
     for (int i = 0; i < 100; i++) {
-        if (rlock_lock(wl, RLOCK_WATCHDOG) != RLOCK_OK ||
-            rlock_unlock(wl) != RLOCK_OK) {
+        if (rlock_lock(wl, RLOCK_WATCHDOG) != RLOCK_OK || rlock_unlock(wl) != RLOCK_OK) {
             bench_die("watchdog warm-up failed");
         }
     }
@@ -436,7 +415,7 @@ static void watchdog_one(bench_ctx *x, int n, int periods)
     /* Every lock must still be there: the oldest were taken more than a
      * lease ago, so only renewal kept them. Sample 100 across the range. */
     int sampled = 0, alive = 0;
-    for (int i = 0; i < n; i += n / 100 > 0 ? n / 100 : 1) {
+    for (int i = 0; i<n; i += n / 100> 0 ? n / 100 : 1) {
         lock_name(name, sizeof name, x, n, i);
         redisReply *rep = bench_cmd(x->r, "PTTL %s", name);
         sampled++;
@@ -462,14 +441,11 @@ static void watchdog_one(bench_ctx *x, int n, int periods)
 
     bench_md("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d/%d | "
              "%s | %llu / %llu |",
-             bench_fmt(n, 0), bench_fmt(take_s, 2),
-             bench_fmt(calls_per_period, 1), bench_fmt(calls_per_round, 1),
-             bench_fmt(renewed_per_period, 0),
-             bench_fmt(cpu_ms_per_period, 1), bench_fmt(registry_b, 0),
-             bench_fmt(handle_b, 0), bench_fmt(rss_b, 0),
-             bench_fmt((double)held, 0), alive, sampled,
-             bench_fmt(unlock_s, 2), (unsigned long long)errors,
-             (unsigned long long)unlock_errors);
+             bench_fmt(n, 0), bench_fmt(take_s, 2), bench_fmt(calls_per_period, 1),
+             bench_fmt(calls_per_round, 1), bench_fmt(renewed_per_period, 0),
+             bench_fmt(cpu_ms_per_period, 1), bench_fmt(registry_b, 0), bench_fmt(handle_b, 0),
+             bench_fmt(rss_b, 0), bench_fmt((double)held, 0), alive, sampled,
+             bench_fmt(unlock_s, 2), (unsigned long long)errors, (unsigned long long)unlock_errors);
     if (held_after != 0) {
         bench_md("\n**%llu holds still tracked after unlocking all.**\n",
                  (unsigned long long)held_after);
@@ -495,8 +471,7 @@ static void watchdog_one(bench_ctx *x, int n, int periods)
     char goal[80];
     snprintf(goal, sizeof goal, "5. registry bytes per held lock (%d)", n);
     bench_goal(goal, registry_b, 0, false, 256);
-    snprintf(goal, sizeof goal,
-             "5. renewal calls per round (%d; design: n / batch 100)", n);
+    snprintf(goal, sizeof goal, "5. renewal calls per round (%d; design: n / batch 100)", n);
     bench_goal(goal, calls_per_round, 1, false, ceil(n / 100.0));
     snprintf(goal, sizeof goal, "5. locks alive after the window (%d)", n);
     bench_goal(goal, (double)alive / sampled, 2, true, 1.0);

@@ -178,8 +178,7 @@ bool bench_target_parse(const char *url, bench_target *t)
             return false;
         }
         snprintf(t->user, sizeof t->user, "%.*s", (int)(colon - p), p);
-        snprintf(t->password, sizeof t->password, "%.*s",
-                 (int)(at - colon - 1), colon + 1);
+        snprintf(t->password, sizeof t->password, "%.*s", (int)(at - colon - 1), colon + 1);
         p = at + 1;
     }
     size_t hl = strcspn(p, ":/");
@@ -251,8 +250,7 @@ redisContext *bench_connect(const bench_target *t)
     struct timeval tv = {5, 0};
     redisContext *r = redisConnectWithTimeout(t->host, t->port, tv);
     if (r == NULL || r->err) {
-        bench_die("cannot connect to %s:%d: %s", t->host, t->port,
-                  r ? r->errstr : "out of memory");
+        bench_die("cannot connect to %s:%d: %s", t->host, t->port, r ? r->errstr : "out of memory");
     }
     /* Replies wait at most 60 s: redis-benchmark or a watchdog batch may
      * keep the server busy, but never that long. */
@@ -285,14 +283,11 @@ static const char *info_find(const char *text, const char *field)
     return NULL;
 }
 
-double bench_info_double(redisContext *r, const char *section,
-                         const char *field)
+double bench_info_double(redisContext *r, const char *section, const char *field)
 {
     redisReply *rep = bench_cmd(r, "INFO %s", section);
     double v = NAN;
-    const char *p = rep->type == REDIS_REPLY_STRING
-                        ? info_find(rep->str, field)
-                        : NULL;
+    const char *p = rep->type == REDIS_REPLY_STRING ? info_find(rep->str, field) : NULL;
     if (p != NULL) {
         v = strtod(p, NULL);
     }
@@ -303,11 +298,8 @@ double bench_info_double(redisContext *r, const char *section,
 void bench_redis_version(redisContext *r, char *out, size_t outlen)
 {
     redisReply *rep = bench_cmd(r, "INFO server");
-    const char *p = rep->type == REDIS_REPLY_STRING
-                        ? info_find(rep->str, "redis_version")
-                        : NULL;
-    snprintf(out, outlen, "%.*s", p ? (int)strcspn(p, "\r\n") : 1,
-             p ? p : "?");
+    const char *p = rep->type == REDIS_REPLY_STRING ? info_find(rep->str, "redis_version") : NULL;
+    snprintf(out, outlen, "%.*s", p ? (int)strcspn(p, "\r\n") : 1, p ? p : "?");
     freeReplyObject(rep);
 }
 
@@ -387,9 +379,8 @@ static int cmp_stat_desc(const void *x, const void *y)
     return strcmp(a->name, b->name);
 }
 
-void bench_cmdstats_format(const bench_cmdstats *s, uint64_t ops,
-                           const char *const *sub, size_t nsub, char *out,
-                           size_t outlen)
+void bench_cmdstats_format(const bench_cmdstats *s, uint64_t ops, const char *const *sub,
+                           size_t nsub, char *out, size_t outlen)
 {
     out[0] = '\0';
     if (ops == 0 || s->n == 0) {
@@ -410,8 +401,7 @@ void bench_cmdstats_format(const bench_cmdstats *s, uint64_t ops,
         if (v[i].calls == 0) {
             continue;
         }
-        int k = snprintf(out + used, outlen - used, "%s%s %.2f",
-                         used ? ", " : "", v[i].name,
+        int k = snprintf(out + used, outlen - used, "%s%s %.2f", used ? ", " : "", v[i].name,
                          (double)v[i].calls / (double)ops);
         if (k < 0) {
             break;
@@ -447,9 +437,8 @@ double bench_ping_rtt_us(redisContext *r, int n, double *p50_us)
 
 /* The same text as LOCK_LIKE_LUA in the anchor harness's driver.py, so both
  * measure the same physical limit (and the server caches one script). */
-static const char lock_like_lua[] =
-    "redis.call('HINCRBY', KEYS[1], ARGV[1], 1); "
-    "redis.call('PEXPIRE', KEYS[1], 30000); return 1";
+static const char lock_like_lua[] = "redis.call('HINCRBY', KEYS[1], ARGV[1], 1); "
+                                    "redis.call('PEXPIRE', KEYS[1], 30000); return 1";
 
 void bench_load_lock_like(redisContext *r, char *sha, size_t shalen)
 {
@@ -485,16 +474,14 @@ static int csv_fields(char *line, char **f, int max)
     return n;
 }
 
-bench_rb bench_redis_benchmark_evalsha(const bench_target *t,
-                                       const char *sha, const char *key,
+bench_rb bench_redis_benchmark_evalsha(const bench_target *t, const char *sha, const char *key,
                                        int clients, int requests)
 {
     bench_rb res = {false, NAN, NAN, NAN, NAN};
     char auth[800] = "";
     if (t->password[0]) {
-        snprintf(auth, sizeof auth, "-a '%s' %s%s%s --no-auth-warning",
-                 t->password, t->user[0] ? "--user '" : "", t->user,
-                 t->user[0] ? "'" : "");
+        snprintf(auth, sizeof auth, "-a '%s' %s%s%s --no-auth-warning", t->password,
+                 t->user[0] ? "--user '" : "", t->user, t->user[0] ? "'" : "");
     }
     char cmd[2048];
     /* The same command line as the anchor harness (driver.py), with -c
@@ -576,8 +563,7 @@ void bench_str_printf(bench_str *b, const char *fmt, ...)
         va_list ap;
         va_start(ap, fmt);
         size_t room = b->cap - b->n;
-        int k = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? room : 0, fmt,
-                          ap);
+        int k = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? room : 0, fmt, ap);
         va_end(ap);
         if (k < 0) {
             bench_die("vsnprintf failed");

@@ -7,8 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-rlock_client *bench_client(const bench_target *t, int64_t watchdog_ms,
-                           int pool_size)
+rlock_client *bench_client(const bench_target *t, int64_t watchdog_ms, int pool_size)
 {
     rlock_config cfg;
     rlock_config_init(&cfg);
@@ -32,8 +31,7 @@ uint64_t bench_stat(rlock_client *c, rlock_stat which)
     uint64_t v = 0;
     rlock_status s = rlock_client_stat(c, which, &v);
     if (s != RLOCK_OK) {
-        bench_die("rlock_client_stat(%d): %s", (int)which,
-                  rlock_status_name(s));
+        bench_die("rlock_client_stat(%d): %s", (int)which, rlock_status_name(s));
     }
     return v;
 }
@@ -95,8 +93,7 @@ static void warn_status(bench_worker *w, const char *what, rlock_status s)
 {
     if (w->errors + w->unlock_errors <= 3) {
         bench_warn("%s(%s) in thread %llu: %s", what, w->lock_name,
-                   (unsigned long long)rlock_thread_id(),
-                   rlock_status_name(s));
+                   (unsigned long long)rlock_thread_id(), rlock_status_name(s));
     }
 }
 
@@ -105,13 +102,11 @@ static void warm_up(bench_worker *w, rlock *l)
     for (int i = 0; i < w->warmup; i++) {
         rlock_status s = rlock_lock(l, RLOCK_WATCHDOG);
         if (s != RLOCK_OK) {
-            bench_die("warm-up rlock_lock(%s): %s", w->lock_name,
-                      rlock_status_name(s));
+            bench_die("warm-up rlock_lock(%s): %s", w->lock_name, rlock_status_name(s));
         }
         s = rlock_unlock(l);
         if (s != RLOCK_OK) {
-            bench_die("warm-up rlock_unlock(%s): %s", w->lock_name,
-                      rlock_status_name(s));
+            bench_die("warm-up rlock_unlock(%s): %s", w->lock_name, rlock_status_name(s));
         }
     }
 }
@@ -128,8 +123,8 @@ static void critical_section(bench_worker *w, redisContext *cs)
     w->cs_cmds += 2;
 }
 
-static void loop_contended(bench_worker *w, rlock *l, redisContext *cs,
-                           int64_t deadline, int64_t hard_stop)
+static void loop_contended(bench_worker *w, rlock *l, redisContext *cs, int64_t deadline,
+                           int64_t hard_stop)
 {
     while (bench_now_ns() < deadline) {
         int64_t t0 = bench_now_ns();
@@ -253,8 +248,7 @@ static int cmp_iv(const void *x, const void *y)
     return (a->acq > b->acq) - (a->acq < b->acq);
 }
 
-void bench_handoffs(bench_vec *const *acq, bench_vec *const *rel, size_t n,
-                    bench_vec *out)
+void bench_handoffs(bench_vec *const *acq, bench_vec *const *rel, size_t n, bench_vec *out)
 {
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {

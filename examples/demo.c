@@ -28,12 +28,12 @@ static double elapsed(void)
     return (double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) / 1e9;
 }
 
-#define say(who, ...)                                                        \
-    do {                                                                     \
-        char msg_[200];                                                      \
-        snprintf(msg_, sizeof msg_, __VA_ARGS__);                            \
-        printf("%6.2fs  %-10s %s\n", elapsed(), who, msg_);                  \
-        fflush(stdout);                                                      \
+#define say(who, ...)                                       \
+    do {                                                    \
+        char msg_[200];                                     \
+        snprintf(msg_, sizeof msg_, __VA_ARGS__);           \
+        printf("%6.2fs  %-10s %s\n", elapsed(), who, msg_); \
+        fflush(stdout);                                     \
     } while (0)
 
 static void check(rlock_status st, const char *what)
@@ -72,8 +72,7 @@ static void *worker(void *arg)
         int64_t count = 0, ttl = 0;
         check(rlock_hold_count(l, &count), "rlock_hold_count");
         check(rlock_remain_ttl(l, &ttl), "rlock_remain_ttl");
-        say(w->who, "lock   -> hold count %lld, lease %lld ms", (long long)count,
-            (long long)ttl);
+        say(w->who, "lock   -> hold count %lld, lease %lld ms", (long long)count, (long long)ttl);
     }
     for (int i = 0; i < 5; i++) {
         usleep(400 * 1000);

@@ -41,12 +41,11 @@ static int update_inventory(rlock *lock)
         st = rlock_is_locked(lock, &locked);
     }
     if (st != RLOCK_OK || count != 1 || !locked) {
-        fprintf(stderr, "update_inventory: %s, hold count %lld\n",
-                rlock_status_name(st), (long long)count);
+        fprintf(stderr, "update_inventory: %s, hold count %lld\n", rlock_status_name(st),
+                (long long)count);
         return -1;
     }
-    printf("holding %s (hold count %lld)\n", rlock_name(lock),
-           (long long)count);
+    printf("holding %s (hold count %lld)\n", rlock_name(lock), (long long)count);
     return 0;
 }
 
@@ -63,8 +62,7 @@ int main(int argc, char **argv)
     cfg.url = example_url(argc, argv);
     st = rlock_client_new(&cfg, &client);
     if (st != RLOCK_OK) {
-        fprintf(stderr, "rlock_client_new(%s): %s\n", cfg.url,
-                rlock_strerror(st));
+        fprintf(stderr, "rlock_client_new(%s): %s\n", cfg.url, rlock_strerror(st));
         goto cleanup;
     }
 

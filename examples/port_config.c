@@ -41,8 +41,7 @@ static const char *example_url(int argc, char **argv)
 static void lock_lost(const char *name, uint64_t thread_id, void *arg)
 {
     (void)arg;
-    fprintf(stderr, "lost lock %s held by thread %llu\n", name,
-            (unsigned long long)thread_id);
+    fprintf(stderr, "lost lock %s held by thread %llu\n", name, (unsigned long long)thread_id);
 }
 
 int main(int argc, char **argv)
@@ -55,25 +54,24 @@ int main(int argc, char **argv)
     int64_t ttl = 0;
 
     rlock_config_init(&cfg);
-    cfg.url = example_url(argc, argv);  /* address, user, password, db */
-    cfg.watchdog_timeout_ms = 10000;    /* lockWatchdogTimeout */
-    cfg.pool_size = 8;                  /* connectionPoolSize */
-    cfg.connect_timeout_ms = 2000;      /* connectTimeout */
-    cfg.command_timeout_ms = 3000;      /* timeout */
-    cfg.subscribe_timeout_ms = 7500;    /* subscriptionTimeout */
-    cfg.watchdog_batch_size = 100;      /* lockWatchdogBatchSize */
-    cfg.retry_timeout_ms = 30000;       /* ~ retryAttempts x retryDelay */
-    cfg.on_lock_lost = lock_lost;       /* no Redisson equivalent */
+    cfg.url = example_url(argc, argv); /* address, user, password, db */
+    cfg.watchdog_timeout_ms = 10000;   /* lockWatchdogTimeout */
+    cfg.pool_size = 8;                 /* connectionPoolSize */
+    cfg.connect_timeout_ms = 2000;     /* connectTimeout */
+    cfg.command_timeout_ms = 3000;     /* timeout */
+    cfg.subscribe_timeout_ms = 7500;   /* subscriptionTimeout */
+    cfg.watchdog_batch_size = 100;     /* lockWatchdogBatchSize */
+    cfg.retry_timeout_ms = 30000;      /* ~ retryAttempts x retryDelay */
+    cfg.on_lock_lost = lock_lost;      /* no Redisson equivalent */
     cfg.on_lock_lost_arg = NULL;
 
     st = rlock_client_new(&cfg, &client); /* Redisson.create(config) */
     if (st != RLOCK_OK) {
-        fprintf(stderr, "rlock_client_new(%s): %s (%s)\n", cfg.url,
-                rlock_strerror(st), rlock_status_name(st));
+        fprintf(stderr, "rlock_client_new(%s): %s (%s)\n", cfg.url, rlock_strerror(st),
+                rlock_status_name(st));
         goto cleanup;
     }
-    printf("rlock %s, client id %s\n", rlock_version(),
-           rlock_client_id(client));
+    printf("rlock %s, client id %s\n", rlock_version(), rlock_client_id(client));
 
     /* A watchdog-mode hold is leased for watchdog_timeout_ms. */
     st = rlock_new(client, "example:port_config", &lock);

@@ -89,8 +89,7 @@ int main(int argc, char **argv)
     cfg.url = example_url(argc, argv);
     st = rlock_client_new(&cfg, &client);
     if (st != RLOCK_OK) {
-        fprintf(stderr, "rlock_client_new(%s): %s\n", cfg.url,
-                rlock_strerror(st));
+        fprintf(stderr, "rlock_client_new(%s): %s\n", cfg.url, rlock_strerror(st));
         goto cleanup;
     }
     st = rlock_new(client, "example:port_forceunlock", &lock);
@@ -121,16 +120,15 @@ int main(int argc, char **argv)
 
     /* boolean wasLocked = lock.forceUnlock(); */
     st = rlock_force_unlock(lock, &was_locked);
-    printf("force unlock: %s, was locked %d\n", rlock_status_name(st),
-           was_locked);
+    printf("force unlock: %s, was locked %d\n", rlock_status_name(st), was_locked);
     pthread_join(wt, NULL);
     pthread_barrier_wait(&step); /* 2 */
     pthread_join(ht, NULL);
     printf("waiter: lock %s, unlock %s\n", rlock_status_name(w.lock_st),
            rlock_status_name(w.unlock_st));
     printf("old holder's unlock: %s\n", rlock_status_name(h.unlock_st));
-    if (st != RLOCK_OK || !was_locked || w.lock_st != RLOCK_OK ||
-        w.unlock_st != RLOCK_OK || h.unlock_st != RLOCK_ELOST) {
+    if (st != RLOCK_OK || !was_locked || w.lock_st != RLOCK_OK || w.unlock_st != RLOCK_OK ||
+        h.unlock_st != RLOCK_ELOST) {
         fprintf(stderr, "unexpected outcome\n");
         goto cleanup;
     }
@@ -141,8 +139,8 @@ int main(int argc, char **argv)
         st = rlock_is_locked(lock, &locked);
     }
     if (st != RLOCK_OK || was_locked || locked) {
-        fprintf(stderr, "second force unlock: %s, was locked %d\n",
-                rlock_status_name(st), was_locked);
+        fprintf(stderr, "second force unlock: %s, was locked %d\n", rlock_status_name(st),
+                was_locked);
         goto cleanup;
     }
     rc = 0;

@@ -47,8 +47,7 @@ static void sleep_ms(long ms)
 
 /* Like lockInterruptibly(): RLOCK_OK when acquired, RLOCK_EBUSY when
  * *cancel was set before the lock came free, or any rlock_lock() status. */
-static rlock_status lock_cancellable(rlock *lock, int64_t lease_ms,
-                                     atomic_bool *cancel)
+static rlock_status lock_cancellable(rlock *lock, int64_t lease_ms, atomic_bool *cancel)
 {
     for (;;) {
         if (atomic_load(cancel)) {
@@ -93,8 +92,7 @@ int main(int argc, char **argv)
     cfg.url = example_url(argc, argv);
     st = rlock_client_new(&cfg, &client);
     if (st != RLOCK_OK) {
-        fprintf(stderr, "rlock_client_new(%s): %s\n", cfg.url,
-                rlock_strerror(st));
+        fprintf(stderr, "rlock_client_new(%s): %s\n", cfg.url, rlock_strerror(st));
         goto cleanup;
     }
     st = rlock_new(client, "example:port_interruptible", &lock);

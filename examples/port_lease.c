@@ -58,8 +58,7 @@ int main(int argc, char **argv)
     cfg.url = example_url(argc, argv);
     st = rlock_client_new(&cfg, &client);
     if (st != RLOCK_OK) {
-        fprintf(stderr, "rlock_client_new(%s): %s\n", cfg.url,
-                rlock_strerror(st));
+        fprintf(stderr, "rlock_client_new(%s): %s\n", cfg.url, rlock_strerror(st));
         goto cleanup;
     }
     st = rlock_new(client, "example:port_lease", &lock);
@@ -77,8 +76,7 @@ int main(int argc, char **argv)
     st = rlock_remain_ttl(lock, &ttl); /* lock.remainTimeToLive() */
     printf("leased for 10 s, %lld ms left\n", (long long)ttl);
     if (st != RLOCK_OK || ttl <= 0 || ttl > 10000) {
-        fprintf(stderr, "rlock_remain_ttl: %s, ttl %lld\n",
-                rlock_status_name(st), (long long)ttl);
+        fprintf(stderr, "rlock_remain_ttl: %s, ttl %lld\n", rlock_status_name(st), (long long)ttl);
         rlock_unlock(lock);
         goto cleanup;
     }
@@ -90,8 +88,8 @@ int main(int argc, char **argv)
     st = rlock_remain_ttl(lock, &ttl);
     printf("after unlock: remain ttl %lld\n", (long long)ttl);
     if (st != RLOCK_OK || ttl != -2) {
-        fprintf(stderr, "expected -2 after unlock, got %lld (%s)\n",
-                (long long)ttl, rlock_status_name(st));
+        fprintf(stderr, "expected -2 after unlock, got %lld (%s)\n", (long long)ttl,
+                rlock_status_name(st));
         goto cleanup;
     }
 
@@ -104,13 +102,11 @@ int main(int argc, char **argv)
     sleep_ms(600);
     st = rlock_is_locked(lock, &locked);
     if (st != RLOCK_OK || locked) {
-        fprintf(stderr, "expected the lease to have run out (%s)\n",
-                rlock_status_name(st));
+        fprintf(stderr, "expected the lease to have run out (%s)\n", rlock_status_name(st));
         goto cleanup;
     }
     st = rlock_unlock(lock);
-    printf("unlock after the lease ran out: %s (%s)\n",
-           rlock_status_name(st), rlock_strerror(st));
+    printf("unlock after the lease ran out: %s (%s)\n", rlock_status_name(st), rlock_strerror(st));
     if (st != RLOCK_ELOST) {
         fprintf(stderr, "expected RLOCK_ELOST\n");
         goto cleanup;

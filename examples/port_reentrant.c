@@ -43,8 +43,7 @@ static const char *example_url(int argc, char **argv)
 }
 
 /* Fails unless this thread's hold count and the lock state are as given. */
-static int expect(rlock *lock, int64_t want_count, bool want_locked,
-                  const char *where)
+static int expect(rlock *lock, int64_t want_count, bool want_locked, const char *where)
 {
     int64_t count = -1;
     bool locked = !want_locked, mine = !want_count;
@@ -55,12 +54,11 @@ static int expect(rlock *lock, int64_t want_count, bool want_locked,
     if (st == RLOCK_OK) {
         st = rlock_is_held_by_current_thread(lock, &mine);
     }
-    printf("%-18s hold count %lld, locked %d, held by me %d\n", where,
-           (long long)count, locked, mine);
+    printf("%-18s hold count %lld, locked %d, held by me %d\n", where, (long long)count, locked,
+           mine);
     if (st != RLOCK_OK || count != want_count || locked != want_locked ||
         mine != (want_count > 0)) {
-        fprintf(stderr, "%s: unexpected state (%s)\n", where,
-                rlock_status_name(st));
+        fprintf(stderr, "%s: unexpected state (%s)\n", where, rlock_status_name(st));
         return -1;
     }
     return 0;
@@ -113,8 +111,7 @@ int main(int argc, char **argv)
     cfg.url = example_url(argc, argv);
     st = rlock_client_new(&cfg, &client);
     if (st != RLOCK_OK) {
-        fprintf(stderr, "rlock_client_new(%s): %s\n", cfg.url,
-                rlock_strerror(st));
+        fprintf(stderr, "rlock_client_new(%s): %s\n", cfg.url, rlock_strerror(st));
         goto cleanup;
     }
     st = rlock_new(client, "example:port_reentrant", &lock);
@@ -128,8 +125,7 @@ int main(int argc, char **argv)
     /* One unlock too many: Java throws IllegalMonitorStateException. */
     st = rlock_unlock(lock);
     if (st != RLOCK_ENOTOWNER) {
-        fprintf(stderr, "extra unlock: expected RLOCK_ENOTOWNER, got %s\n",
-                rlock_status_name(st));
+        fprintf(stderr, "extra unlock: expected RLOCK_ENOTOWNER, got %s\n", rlock_status_name(st));
         goto cleanup;
     }
     printf("extra unlock:      %s\n", rlock_status_name(st));

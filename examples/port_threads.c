@@ -68,8 +68,7 @@ int main(int argc, char **argv)
     cfg.url = example_url(argc, argv);
     st = rlock_client_new(&cfg, &client);
     if (st != RLOCK_OK) {
-        fprintf(stderr, "rlock_client_new(%s): %s\n", cfg.url,
-                rlock_strerror(st));
+        fprintf(stderr, "rlock_client_new(%s): %s\n", cfg.url, rlock_strerror(st));
         goto cleanup;
     }
     st = rlock_new(client, "example:port_threads", &lock);
@@ -87,16 +86,14 @@ int main(int argc, char **argv)
     printf("owner field: %s:%llu\n", rlock_client_id(client),
            (unsigned long long)rlock_thread_id());
 
-    struct other o = {lock, rlock_thread_id(), true, false, RLOCK_EINVAL,
-                      RLOCK_EINVAL};
+    struct other o = {lock, rlock_thread_id(), true, false, RLOCK_EINVAL, RLOCK_EINVAL};
     if (pthread_create(&t, NULL, other_main, &o) != 0) {
         goto cleanup;
     }
     pthread_join(t, NULL);
-    printf("thread B: held by me %d, held by A %d, unlock %s\n", o.mine,
-           o.owners, rlock_status_name(o.unlock_st));
-    if (o.query_st != RLOCK_OK || o.mine || !o.owners ||
-        o.unlock_st != RLOCK_ENOTOWNER) {
+    printf("thread B: held by me %d, held by A %d, unlock %s\n", o.mine, o.owners,
+           rlock_status_name(o.unlock_st));
+    if (o.query_st != RLOCK_OK || o.mine || !o.owners || o.unlock_st != RLOCK_ENOTOWNER) {
         fprintf(stderr, "unexpected outcome on thread B\n");
         goto cleanup;
     }

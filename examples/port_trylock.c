@@ -58,8 +58,7 @@ static enum outcome send_report_if_free(rlock *lock, int64_t wait_ms)
         fprintf(stderr, "rlock_try_lock: %s\n", rlock_strerror(st));
         return FAILED; /* tryLock threw */
     }
-    printf("thread %llu: sending the report\n",
-           (unsigned long long)rlock_thread_id());
+    printf("thread %llu: sending the report\n", (unsigned long long)rlock_thread_id());
     st = rlock_unlock(lock); /* finally { lock.unlock(); } */
     if (st != RLOCK_OK) {
         fprintf(stderr, "rlock_unlock: %s\n", rlock_strerror(st));
@@ -104,8 +103,7 @@ int main(int argc, char **argv)
     cfg.url = example_url(argc, argv);
     st = rlock_client_new(&cfg, &client);
     if (st != RLOCK_OK) {
-        fprintf(stderr, "rlock_client_new(%s): %s\n", cfg.url,
-                rlock_strerror(st));
+        fprintf(stderr, "rlock_client_new(%s): %s\n", cfg.url, rlock_strerror(st));
         goto cleanup;
     }
     st = rlock_new(client, "example:port_trylock", &lock);
@@ -150,8 +148,7 @@ int main(int argc, char **argv)
     held = false;
     pthread_join(t, NULL);
     if (st != RLOCK_OK || patient.result != DONE) {
-        fprintf(stderr, "unlock %s, waiting thread did not get the lock\n",
-                rlock_status_name(st));
+        fprintf(stderr, "unlock %s, waiting thread did not get the lock\n", rlock_status_name(st));
         goto cleanup;
     }
     rc = 0;

@@ -113,8 +113,7 @@ RLOCK_API void rlock_config_init(rlock_config *cfg);
  * command_timeout_ms. cfg may be NULL for all defaults.
  * Returns RLOCK_OK (and *out), RLOCK_EINVAL (bad URL or field), RLOCK_EIO
  * (cannot connect, AUTH refused, bad db), RLOCK_ETIMEDOUT, RLOCK_ENOMEM. */
-RLOCK_API rlock_status rlock_client_new(const rlock_config *cfg,
-                                        rlock_client **out);
+RLOCK_API rlock_status rlock_client_new(const rlock_config *cfg, rlock_client **out);
 
 /* Closes a client: wakes every thread blocked in rlock_lock()/try_lock() on
  * it (they return RLOCK_ECLOSED), waits for calls in progress to return
@@ -140,8 +139,7 @@ RLOCK_API uint64_t rlock_thread_id(void);
 /* Creates a handle on the lock called name (any bytes but NUL, not empty).
  * Touches no server. Returns RLOCK_OK, RLOCK_EINVAL, RLOCK_ENOMEM,
  * RLOCK_ECLOSED. */
-RLOCK_API rlock_status rlock_new(rlock_client *c, const char *name,
-                                 rlock **out);
+RLOCK_API rlock_status rlock_new(rlock_client *c, const char *name, rlock **out);
 
 /* Frees a handle. Does not unlock: holds belong to threads, not handles,
  * and stay (and are renewed) until unlocked through any handle of the same
@@ -166,8 +164,7 @@ RLOCK_API rlock_status rlock_lock(rlock *l, int64_t lease_ms);
  * RLOCK_WAIT_FOREVER: same as rlock_lock()). Returns RLOCK_EBUSY when the
  * wait ran out with the lock held elsewhere, and every status of
  * rlock_lock(). */
-RLOCK_API rlock_status rlock_try_lock(rlock *l, int64_t wait_ms,
-                                      int64_t lease_ms);
+RLOCK_API rlock_status rlock_try_lock(rlock *l, int64_t wait_ms, int64_t lease_ms);
 
 /* Releases one hold of the calling thread. The last release deletes the key
  * and publishes "0" on the lock's channel, which wakes one waiter in every
@@ -206,8 +203,7 @@ RLOCK_API rlock_status rlock_is_held_by_current_thread(rlock *l, bool *held);
 
 /* Whether thread thread_id of this client holds the lock (HEXISTS). Any
  * value is accepted; 0 is never a real thread id, so it answers false. */
-RLOCK_API rlock_status rlock_is_held_by_thread(rlock *l, uint64_t thread_id,
-                                               bool *held);
+RLOCK_API rlock_status rlock_is_held_by_thread(rlock *l, uint64_t thread_id, bool *held);
 
 /* The calling thread's hold count in Redis (HGET), 0 if it holds none. */
 RLOCK_API rlock_status rlock_hold_count(rlock *l, int64_t *count);
@@ -228,8 +224,7 @@ typedef enum rlock_stat {
 
 /* Reads one counter. Never blocks on Redis. Returns RLOCK_OK or
  * RLOCK_EINVAL (NULL or unknown counter). */
-RLOCK_API rlock_status rlock_client_stat(rlock_client *c, rlock_stat which,
-                                         uint64_t *value);
+RLOCK_API rlock_status rlock_client_stat(rlock_client *c, rlock_stat which, uint64_t *value);
 
 /* A constant English sentence for every value, unknown ones included. */
 RLOCK_API const char *rlock_strerror(rlock_status s);

@@ -288,8 +288,7 @@ void rlock__stat_add(rlock_client *c, rlock_stat s, uint64_t n)
     atomic_fetch_add_explicit(&c->stat[s], n, memory_order_relaxed);
 }
 
-RLOCK_API rlock_status rlock_client_stat(rlock_client *c, rlock_stat which,
-                                         uint64_t *value)
+RLOCK_API rlock_status rlock_client_stat(rlock_client *c, rlock_stat which, uint64_t *value)
 {
     if (!c || !value || (unsigned)which > RLOCK_STAT_HELD) {
         return RLOCK_EINVAL;

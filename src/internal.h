@@ -40,8 +40,7 @@ void rlock__deadline_ts(int64_t deadline_ms, struct timespec *ts);
 int rlock__cond_init(pthread_cond_t *cv);
 /* Waits on cv until deadline_ms (monotonic ms; < 0: no deadline). Returns
  * false when the deadline passed. */
-bool rlock__cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu,
-                            int64_t deadline_ms);
+bool rlock__cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadline_ms);
 
 /* ---- string map (map.c): chained hash table keyed by bytes ------------- */
 
@@ -66,17 +65,16 @@ rlock__map_node *rlock__map_get(rlock__map *m, const char *key, size_t len);
 rlock_status rlock__map_put(rlock__map *m, rlock__map_node *n);
 void rlock__map_del(rlock__map *m, rlock__map_node *n);
 /* Visits every node; fn may not change the map. */
-void rlock__map_each(rlock__map *m, void (*fn)(rlock__map_node *, void *),
-                     void *arg);
+void rlock__map_each(rlock__map *m, void (*fn)(rlock__map_node *, void *), void *arg);
 
 /* ---- configuration and URL (client.c) ------------------------------- */
 
 typedef struct rlock__endpoint {
-    char *host;       /* TCP host, or NULL for a unix socket */
+    char *host; /* TCP host, or NULL for a unix socket */
     int port;
-    char *path;       /* unix socket path, or NULL */
-    char *user;       /* ACL user, or NULL */
-    char *password;   /* or NULL */
+    char *path;     /* unix socket path, or NULL */
+    char *user;     /* ACL user, or NULL */
+    char *password; /* or NULL */
     int db;
 } rlock__endpoint;
 
@@ -136,21 +134,17 @@ rlock_status rlock__ctx_status(const redisContext *ctx);
 
 /* Runs one command on a borrowed connection and reads its reply.
  * *reply is set on RLOCK_OK (also for error replies: the caller maps them). */
-rlock_status rlock__conn_command(struct rlock_client *c, rlock__conn *conn,
-                                 int argc, const char **argv,
-                                 const size_t *argvlen, redisReply **reply);
+rlock_status rlock__conn_command(struct rlock_client *c, rlock__conn *conn, int argc,
+                                 const char **argv, const size_t *argvlen, redisReply **reply);
 /* Runs a script with EVALSHA, falling back to EVAL on NOSCRIPT. */
-rlock_status rlock__conn_eval(struct rlock_client *c, rlock__conn *conn,
-                              const rlock__script *s, int nkeys, int nargs,
-                              const char **args, const size_t *lens,
+rlock_status rlock__conn_eval(struct rlock_client *c, rlock__conn *conn, const rlock__script *s,
+                              int nkeys, int nargs, const char **args, const size_t *lens,
                               redisReply **reply);
 /* Borrow + command + return. */
-rlock_status rlock__command(struct rlock_client *c, int argc,
-                            const char **argv, const size_t *argvlen,
-                            redisReply **reply);
-rlock_status rlock__eval(struct rlock_client *c, const rlock__script *s,
-                         int nkeys, int nargs, const char **args,
-                         const size_t *lens, redisReply **reply);
+rlock_status rlock__command(struct rlock_client *c, int argc, const char **argv,
+                            const size_t *argvlen, redisReply **reply);
+rlock_status rlock__eval(struct rlock_client *c, const rlock__script *s, int nkeys, int nargs,
+                         const char **args, const size_t *lens, redisReply **reply);
 
 /* ---- holds and the watchdog (watchdog.c) ----------------------------- */
 
@@ -158,11 +152,11 @@ rlock_status rlock__eval(struct rlock_client *c, const rlock__script *s,
 typedef struct rlock__holder {
     struct rlock__holder *next;
     uint64_t tid;
-    int64_t count;     /* holds taken and not yet released */
-    int64_t lease_ms;  /* last explicit lease, for partial unlocks */
-    uint64_t epoch;    /* changes with every first acquisition */
-    bool watchdog;     /* renewed by the watchdog */
-    bool lost;         /* a renewal found it gone */
+    int64_t count;    /* holds taken and not yet released */
+    int64_t lease_ms; /* last explicit lease, for partial unlocks */
+    uint64_t epoch;   /* changes with every first acquisition */
+    bool watchdog;    /* renewed by the watchdog */
+    bool lost;        /* a renewal found it gone */
 } rlock__holder;
 
 typedef struct rlock__hold {
@@ -175,22 +169,19 @@ typedef struct rlock__hold {
 rlock_status rlock__watchdog_start(struct rlock_client *c);
 void rlock__watchdog_stop(struct rlock_client *c);
 /* Records a successful acquire (count + 1) before it is reported. */
-rlock_status rlock__hold_acquired(struct rlock_client *c, const char *name,
-                                  size_t namelen, uint64_t tid,
-                                  int64_t lease_ms);
+rlock_status rlock__hold_acquired(struct rlock_client *c, const char *name, size_t namelen,
+                                  uint64_t tid, int64_t lease_ms);
 /* What this client knows of tid's hold: count (0 when none), lost flag and
  * the lease for a partial unlock. */
-void rlock__hold_query(struct rlock_client *c, const char *name,
-                       size_t namelen, uint64_t tid, int64_t *count,
-                       bool *lost, int64_t *lease_ms);
+void rlock__hold_query(struct rlock_client *c, const char *name, size_t namelen, uint64_t tid,
+                       int64_t *count, bool *lost, int64_t *lease_ms);
 /* After an unlock reply: released = the key was deleted or the hold is gone
  * (forget tid), else count - 1. */
-void rlock__hold_released(struct rlock_client *c, const char *name,
-                          size_t namelen, uint64_t tid, bool all);
+void rlock__hold_released(struct rlock_client *c, const char *name, size_t namelen, uint64_t tid,
+                          bool all);
 /* Forgets every local holder of name (force unlock); their next unlock
  * returns RLOCK_ELOST. */
-void rlock__hold_forget_all(struct rlock_client *c, const char *name,
-                            size_t namelen);
+void rlock__hold_forget_all(struct rlock_client *c, const char *name, size_t namelen);
 /* An acquire of (name, tid) got no reply and may still run in Redis. */
 typedef struct rlock__suspect {
     struct rlock__suspect *next;
@@ -198,11 +189,9 @@ typedef struct rlock__suspect {
     size_t namelen;
     char name[];
 } rlock__suspect;
-void rlock__suspect_add(struct rlock_client *c, const char *name, size_t namelen,
-                        uint64_t tid);
+void rlock__suspect_add(struct rlock_client *c, const char *name, size_t namelen, uint64_t tid);
 /* Removes (name, tid) from the suspects; true if it was there. */
-bool rlock__suspect_take(struct rlock_client *c, const char *name, size_t namelen,
-                         uint64_t tid);
+bool rlock__suspect_take(struct rlock_client *c, const char *name, size_t namelen, uint64_t tid);
 /* Queues a latch key for batched deletion; takes ownership of key. */
 void rlock__latch_garbage(struct rlock_client *c, char *key, size_t len);
 
@@ -217,28 +206,26 @@ void rlock__pubsub_stop(struct rlock_client *c);
 /* Frees the entries once no caller is left. */
 void rlock__pubsub_free(struct rlock_client *c);
 /* Takes a reference on channel's entry, subscribing if it is the first. */
-rlock_status rlock__chan_ref(struct rlock_client *c, const char *channel,
-                             size_t len, rlock__chan **out);
+rlock_status rlock__chan_ref(struct rlock_client *c, const char *channel, size_t len,
+                             rlock__chan **out);
 void rlock__chan_unref(struct rlock_client *c, rlock__chan *ch);
 /* Waits until the subscription is confirmed or deadline_ms passes.
  * Returns RLOCK_OK, RLOCK_ETIMEDOUT or RLOCK_ECLOSED. */
-rlock_status rlock__chan_wait_subscribed(struct rlock_client *c,
-                                         rlock__chan *ch, int64_t deadline_ms);
+rlock_status rlock__chan_wait_subscribed(struct rlock_client *c, rlock__chan *ch,
+                                         int64_t deadline_ms);
 /* Whether local threads are queued on channel right now. */
 bool rlock__chan_queued(struct rlock_client *c, const char *channel, size_t len);
 /* Queues the calling thread as a waiter of a referenced entry;
  * *queued_behind tells whether other local waiters were already queued,
  * and *hint_until the latest time they planned to sleep to (-1: none). */
-rlock_status rlock__chan_join(struct rlock_client *c, rlock__chan *ch,
-                              rlock__waiter **out, bool *queued_behind,
-                              int64_t *hint_until);
+rlock_status rlock__chan_join(struct rlock_client *c, rlock__chan *ch, rlock__waiter **out,
+                              bool *queued_behind, int64_t *hint_until);
 /* Sleeps until a release message wakes this waiter, a reconnect, or
  * deadline_ms (< 0: none). Returns RLOCK_OK or RLOCK_ECLOSED. */
-rlock_status rlock__chan_sleep(struct rlock_client *c, rlock__chan *ch,
-                               rlock__waiter *w, int64_t deadline_ms);
+rlock_status rlock__chan_sleep(struct rlock_client *c, rlock__chan *ch, rlock__waiter *w,
+                               int64_t deadline_ms);
 /* Dequeues and drops the reference taken by rlock__chan_ref(). */
-void rlock__chan_leave(struct rlock_client *c, rlock__chan *ch,
-                       rlock__waiter *w, bool acquired);
+void rlock__chan_leave(struct rlock_client *c, rlock__chan *ch, rlock__waiter *w, bool acquired);
 
 /* ---- the client (client.c) ------------------------------------------- */
 

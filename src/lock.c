@@ -12,7 +12,7 @@ struct rlock {
     rlock_client *c;
     char *name;
     size_t namelen;
-    char *channel;      /* redisson_lock__channel:{name} */
+    char *channel; /* redisson_lock__channel:{name} */
     size_t chanlen;
     char *latch_prefix; /* redisson_unlock_latch:{name}: */
     size_t latch_prefix_len;
@@ -231,8 +231,7 @@ static rlock_status lock_impl(rlock *l, int64_t wait_ms, int64_t lease_ms)
      * newcomer that does not hold it queues behind them instead of racing
      * them. Otherwise the thread that just released would win again and
      * again, and every woken waiter's attempt would be wasted. */
-    bool skip_attempt =
-        wait_ms != 0 && held == 0 && rlock__chan_queued(c, l->channel, l->chanlen);
+    bool skip_attempt = wait_ms != 0 && held == 0 && rlock__chan_queued(c, l->channel, l->chanlen);
     if (skip_attempt) {
         st = RLOCK_EBUSY;
     }
@@ -293,8 +292,8 @@ static rlock_status lock_impl(rlock *l, int64_t wait_ms, int64_t lease_ms)
             /* Subscribe, then try again: a release published before the
              * subscription took effect is caught by that attempt. If the
              * confirmation does not come, carry on sleeping on the TTL. */
-            st = rlock__chan_wait_subscribed(c, ch,
-                                             min_deadline(deadline, now + c->cfg.subscribe_timeout_ms));
+            st = rlock__chan_wait_subscribed(
+                c, ch, min_deadline(deadline, now + c->cfg.subscribe_timeout_ms));
             if (st == RLOCK_ECLOSED) {
                 break;
             }
@@ -387,8 +386,8 @@ static rlock_status run_unlock(rlock *l, const char *owner, const char *lease, r
     memcpy(latch + l->latch_prefix_len, rid, 33);
     snprintf(latch_ttl, sizeof latch_ttl, "%d", RLOCK__LATCH_TTL_MS);
     const char *args[8] = {l->name, l->channel, latch, "0", lease, owner, "publish", latch_ttl};
-    size_t lens[8] = {l->namelen, l->chanlen, latchlen, 1, strlen(lease), strlen(owner), 7,
-                      strlen(latch_ttl)};
+    size_t lens[8] = {l->namelen,    l->chanlen,    latchlen, 1,
+                      strlen(lease), strlen(owner), 7,        strlen(latch_ttl)};
     rlock_status st = RLOCK_EIO;
     for (int tries = 0; tries < 2; tries++) {
         st = rlock__eval(l->c, &rlock__script_unlock, 3, 8, args, lens, r);
@@ -475,8 +474,7 @@ RLOCK_API rlock_status rlock_force_unlock(rlock *l, bool *was_locked)
 /* ---- queries --------------------------------------------------------- */
 
 /* Runs CMD name [owner of tid] and returns its reply (or a status). */
-static rlock_status query(rlock *l, const char *cmd, bool with_owner, uint64_t tid,
-                          redisReply **r)
+static rlock_status query(rlock *l, const char *cmd, bool with_owner, uint64_t tid, redisReply **r)
 {
     rlock_status st = rlock__enter(l->c);
     if (st != RLOCK_OK) {

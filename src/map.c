@@ -94,8 +94,7 @@ void rlock__map_del(rlock__map *m, rlock__map_node *n)
     }
 }
 
-void rlock__map_each(rlock__map *m, void (*fn)(rlock__map_node *, void *),
-                     void *arg)
+void rlock__map_each(rlock__map *m, void (*fn)(rlock__map_node *, void *), void *arg)
 {
     for (size_t i = 0; i < m->nslots; i++) {
         for (rlock__map_node *n = m->slots[i]; n; n = n->next) {

@@ -40,8 +40,8 @@ rlock_status rlock__ctx_status(const redisContext *ctx)
     case REDIS_ERR_IO:
         /* hiredis 0.14 reports a read timeout (SO_RCVTIMEO) as an I/O error
          * carrying strerror(EAGAIN), and a connect timeout as ETIMEDOUT. */
-        if (strstr(ctx->errstr, "temporarily unavailable") ||
-            strstr(ctx->errstr, "timed out") || strstr(ctx->errstr, "Timeout")) {
+        if (strstr(ctx->errstr, "temporarily unavailable") || strstr(ctx->errstr, "timed out") ||
+            strstr(ctx->errstr, "Timeout")) {
             return RLOCK_ETIMEDOUT;
         }
         return RLOCK_EIO;
@@ -90,8 +90,7 @@ rlock_status rlock__connect(rlock_client *c, redisContext **out)
         redisEnableKeepAlive(ctx);
     }
     if (c->ep.password) {
-        const char *argv[3] = {"AUTH", c->ep.user ? c->ep.user : c->ep.password,
-                               c->ep.password};
+        const char *argv[3] = {"AUTH", c->ep.user ? c->ep.user : c->ep.password, c->ep.password};
         if ((st = hello(ctx, c->ep.user ? 3 : 2, argv)) != RLOCK_OK) {
             goto fail;
         }
@@ -251,9 +250,8 @@ void rlock__pool_return(rlock_client *c, rlock__conn *conn)
     }
 }
 
-rlock_status rlock__conn_command(rlock_client *c, rlock__conn *conn, int argc,
-                                 const char **argv, const size_t *argvlen,
-                                 redisReply **reply)
+rlock_status rlock__conn_command(rlock_client *c, rlock__conn *conn, int argc, const char **argv,
+                                 const size_t *argvlen, redisReply **reply)
 {
     rlock__stat_add(c, RLOCK_STAT_COMMANDS, 1);
     redisReply *r = redisCommandArgv(conn->ctx, argc, argv, argvlen);
@@ -264,10 +262,8 @@ rlock_status rlock__conn_command(rlock_client *c, rlock__conn *conn, int argc,
     return RLOCK_OK;
 }
 
-rlock_status rlock__conn_eval(rlock_client *c, rlock__conn *conn,
-                              const rlock__script *s, int nkeys, int nargs,
-                              const char **args, const size_t *lens,
-                              redisReply **reply)
+rlock_status rlock__conn_eval(rlock_client *c, rlock__conn *conn, const rlock__script *s, int nkeys,
+                              int nargs, const char **args, const size_t *lens, redisReply **reply)
 {
     enum { SMALL = 16 };
     const char *sv[SMALL];
@@ -317,8 +313,8 @@ rlock_status rlock__conn_eval(rlock_client *c, rlock__conn *conn,
     return st;
 }
 
-rlock_status rlock__command(rlock_client *c, int argc, const char **argv,
-                            const size_t *argvlen, redisReply **reply)
+rlock_status rlock__command(rlock_client *c, int argc, const char **argv, const size_t *argvlen,
+                            redisReply **reply)
 {
     rlock__conn *conn;
     rlock_status st = rlock__pool_borrow(c, &conn);
@@ -330,9 +326,8 @@ rlock_status rlock__command(rlock_client *c, int argc, const char **argv,
     return st;
 }
 
-rlock_status rlock__eval(rlock_client *c, const rlock__script *s, int nkeys,
-                         int nargs, const char **args, const size_t *lens,
-                         redisReply **reply)
+rlock_status rlock__eval(rlock_client *c, const rlock__script *s, int nkeys, int nargs,
+                         const char **args, const size_t *lens, redisReply **reply)
 {
     rlock__conn *conn;
     rlock_status st = rlock__pool_borrow(c, &conn);

@@ -109,8 +109,7 @@ static void free_chan(rlock_client *c, rlock__chan *ch)
 
 /* ---- API for waiting threads ----------------------------------------- */
 
-rlock_status rlock__chan_ref(rlock_client *c, const char *channel, size_t len,
-                             rlock__chan **out)
+rlock_status rlock__chan_ref(rlock_client *c, const char *channel, size_t len, rlock__chan **out)
 {
     pthread_mutex_lock(&c->ps_mu);
     if (c->ps_stop) {
@@ -333,8 +332,8 @@ static void on_reply(rlock_client *c, redisReply *r)
         return;
     }
     const char *kind = r->element[0]->str;
-    rlock__chan *ch = (rlock__chan *)rlock__map_get(&c->chans, r->element[1]->str,
-                                                    (size_t)r->element[1]->len);
+    rlock__chan *ch =
+        (rlock__chan *)rlock__map_get(&c->chans, r->element[1]->str, (size_t)r->element[1]->len);
     if (!ch) {
         return;
     }

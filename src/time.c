@@ -32,8 +32,7 @@ int rlock__cond_init(pthread_cond_t *cv)
     return rc;
 }
 
-bool rlock__cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu,
-                            int64_t deadline_ms)
+bool rlock__cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadline_ms)
 {
     if (deadline_ms < 0) {
         pthread_cond_wait(cv, mu);

@@ -52,8 +52,8 @@ static void remove_holder(rlock_client *c, rlock__hold *h, rlock__holder *x)
     }
 }
 
-rlock_status rlock__hold_acquired(rlock_client *c, const char *name, size_t len,
-                                  uint64_t tid, int64_t lease_ms)
+rlock_status rlock__hold_acquired(rlock_client *c, const char *name, size_t len, uint64_t tid,
+                                  int64_t lease_ms)
 {
     pthread_mutex_lock(&c->hold_mu);
     rlock__hold *h = find_hold(c, name, len);
@@ -108,20 +108,18 @@ rlock_status rlock__hold_acquired(rlock_client *c, const char *name, size_t len,
     return RLOCK_OK;
 }
 
-void rlock__hold_query(rlock_client *c, const char *name, size_t len, uint64_t tid,
-                       int64_t *count, bool *lost, int64_t *lease_ms)
+void rlock__hold_query(rlock_client *c, const char *name, size_t len, uint64_t tid, int64_t *count,
+                       bool *lost, int64_t *lease_ms)
 {
     pthread_mutex_lock(&c->hold_mu);
     rlock__holder *x = find_holder(find_hold(c, name, len), tid);
     *count = x ? x->count : 0;
     *lost = x ? x->lost : false;
-    *lease_ms = (x && !x->watchdog && x->lease_ms > 0) ? x->lease_ms
-                                                        : c->cfg.watchdog_timeout_ms;
+    *lease_ms = (x && !x->watchdog && x->lease_ms > 0) ? x->lease_ms : c->cfg.watchdog_timeout_ms;
     pthread_mutex_unlock(&c->hold_mu);
 }
 
-void rlock__hold_released(rlock_client *c, const char *name, size_t len, uint64_t tid,
-                          bool all)
+void rlock__hold_released(rlock_client *c, const char *name, size_t len, uint64_t tid, bool all)
 {
     pthread_mutex_lock(&c->hold_mu);
     rlock__hold *h = find_hold(c, name, len);
@@ -282,8 +280,7 @@ typedef struct lost_note {
 
 /* Marks the holds whose renewal answered 0, if they are still the holds
  * the round was about. Called with hold_mu held. */
-static size_t mark_lost(rlock_client *c, renewal *v, const int8_t *res, size_t n,
-                        lost_note *notes)
+static size_t mark_lost(rlock_client *c, renewal *v, const int8_t *res, size_t n, lost_note *notes)
 {
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
@@ -333,8 +330,8 @@ static bool eval_batch(rlock_client *c, rlock__conn *conn, renewal *v, size_t lo
     argv[k] = lease;
     lens[k] = strlen(lease);
     redisReply *r = NULL;
-    if (rlock__conn_eval(c, conn, &rlock__script_renew, (int)k, (int)(2 * k + 1), argv, lens,
-                         &r) != RLOCK_OK) {
+    if (rlock__conn_eval(c, conn, &rlock__script_renew, (int)k, (int)(2 * k + 1), argv, lens, &r) !=
+        RLOCK_OK) {
         return false;
     }
     rlock__stat_add(c, RLOCK_STAT_RENEWAL_CALLS, 1);

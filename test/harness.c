@@ -204,9 +204,9 @@ static void server_spawn(th_server *s)
         dup2(fd, 0);
         dup2(fd, 1);
         dup2(fd, 2); /* never hold the test's output pipe open */
-        execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1",
-               "--save", "", "--appendonly", "no", "--dir", s->dir, "--logfile", log,
-               "--enable-debug-command", "yes", (char *)NULL);
+        execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "",
+               "--appendonly", "no", "--dir", s->dir, "--logfile", log, "--enable-debug-command",
+               "yes", (char *)NULL);
         _exit(127);
     }
     s->pid = pid;
@@ -251,7 +251,9 @@ void th_server_start(th_server *s)
     snprintf(s->dir, sizeof s->dir, "/tmp/rlock-th.XXXXXX");
     cr_assert(mkdtemp(s->dir) != NULL);
     for (int attempt = 0; attempt < 20; attempt++) {
-        s->port = 20000 + (int)((getpid() * 7919u + (unsigned)th_now_ms() * 31u + attempt * 104729u) % 40000u);
+        s->port =
+            20000 +
+            (int)((getpid() * 7919u + (unsigned)th_now_ms() * 31u + attempt * 104729u) % 40000u);
         server_spawn(s);
         if (wait_ready(s)) {
             return;

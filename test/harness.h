@@ -12,12 +12,11 @@
 #include "rlock.h"
 
 /* Asserts a status and prints both names on failure. */
-#define th_assert_status(got, want)                                          \
-    do {                                                                     \
-        rlock_status th_got_ = (got), th_want_ = (want);                     \
-        cr_assert_eq(th_got_, th_want_, "%s:%d: expected %s, got %s",        \
-                     __FILE__, __LINE__, rlock_status_name(th_want_),        \
-                     rlock_status_name(th_got_));                            \
+#define th_assert_status(got, want)                                                       \
+    do {                                                                                  \
+        rlock_status th_got_ = (got), th_want_ = (want);                                  \
+        cr_assert_eq(th_got_, th_want_, "%s:%d: expected %s, got %s", __FILE__, __LINE__, \
+                     rlock_status_name(th_want_), rlock_status_name(th_got_));            \
     } while (0)
 #define th_ok(expr) th_assert_status((expr), RLOCK_OK)
 
@@ -62,9 +61,9 @@ typedef struct th_server {
     char dir[256];
 } th_server;
 void th_server_start(th_server *s);
-void th_server_stop(th_server *s);    /* SIGTERM and wait */
-void th_server_kill(th_server *s);    /* SIGKILL and wait */
-void th_server_restart(th_server *s); /* stop, start again on the same port */
+void th_server_stop(th_server *s);       /* SIGTERM and wait */
+void th_server_kill(th_server *s);       /* SIGKILL and wait */
+void th_server_restart(th_server *s);    /* stop, start again on the same port */
 char *th_server_url(const th_server *s); /* caller frees */
 
 /* Monotonic milliseconds. */

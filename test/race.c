@@ -22,14 +22,14 @@
 static const char *url;
 static int failures;
 
-#define CHECK(cond, ...)                                                     \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "race.c:%d: ", __LINE__);                        \
-            fprintf(stderr, __VA_ARGS__);                                    \
-            fprintf(stderr, "\n");                                           \
-            __atomic_add_fetch(&failures, 1, __ATOMIC_SEQ_CST);              \
-        }                                                                    \
+#define CHECK(cond, ...)                                        \
+    do {                                                        \
+        if (!(cond)) {                                          \
+            fprintf(stderr, "race.c:%d: ", __LINE__);           \
+            fprintf(stderr, __VA_ARGS__);                       \
+            fprintf(stderr, "\n");                              \
+            __atomic_add_fetch(&failures, 1, __ATOMIC_SEQ_CST); \
+        }                                                       \
     } while (0)
 
 static rlock_client *client(int64_t watchdog_ms, void (*lost)(const char *, uint64_t, void *))

@@ -78,8 +78,8 @@ Test(badinput, null_arguments_every_function)
         {"client_stat(c, -1, &u)", rlock_client_stat(c, (rlock_stat)-1, &u)},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        cr_expect_eq(cases[i].got, RLOCK_EINVAL, "%s: expected RLOCK_EINVAL, got %s",
-                     cases[i].what, rlock_status_name(cases[i].got));
+        cr_expect_eq(cases[i].got, RLOCK_EINVAL, "%s: expected RLOCK_EINVAL, got %s", cases[i].what,
+                     rlock_status_name(cases[i].got));
     }
     cr_assert_null(x, "no handle written on failure");
     cr_assert_null(cx);
@@ -188,8 +188,8 @@ Test(badinput, config_fields_out_of_range)
         }
         rlock_client *x = NULL;
         rlock_status st = rlock_client_new(&cfg, &x);
-        cr_expect_eq(st, RLOCK_EINVAL, "%s = %lld: expected RLOCK_EINVAL, got %s",
-                     cases[i].what, (long long)v, rlock_status_name(st));
+        cr_expect_eq(st, RLOCK_EINVAL, "%s = %lld: expected RLOCK_EINVAL, got %s", cases[i].what,
+                     (long long)v, rlock_status_name(st));
         cr_expect_null(x);
         if (x) {
             rlock_client_free(x);
@@ -274,8 +274,8 @@ Test(badinput, malformed_urls)
         rlock_status st = try_url(urls[i], &took);
         cr_expect_eq(st, RLOCK_EINVAL, "url \"%s\": expected RLOCK_EINVAL, got %s", urls[i],
                      rlock_status_name(st));
-        cr_expect(took < 500, "url \"%s\" took %lld ms (should fail before connecting)",
-                  urls[i], (long long)took);
+        cr_expect(took < 500, "url \"%s\" took %lld ms (should fail before connecting)", urls[i],
+                  (long long)took);
     }
 }
 
@@ -389,8 +389,8 @@ Test(badauth, passwords_and_acl_users)
         if (x) {
             rlock_client_free(x);
         }
-        cr_expect_eq(st, bad[i].want, "%s: expected %s, got %s", u,
-                     rlock_status_name(bad[i].want), rlock_status_name(st));
+        cr_expect_eq(st, bad[i].want, "%s: expected %s, got %s", u, rlock_status_name(bad[i].want),
+                     rlock_status_name(st));
     }
 
     snprintf(u, sizeof u, "redis://:p%%40ss%%20w%%3Ard@127.0.0.1:%d", srv.port);
@@ -497,18 +497,12 @@ Test(badinput, odd_names_work_at_the_exact_key_and_channel)
         const char *label;
         const char *fmt;
     } names[] = {
-        {"spaces", "%s with  spaces "},
-        {"leading space", " %s"},
-        {"braces (tag)", "{%s}"},
-        {"tag in the middle", "pre{%s}post"},
-        {"open brace only", "%s{"},
-        {"close brace only", "%s}"},
-        {"empty tag", "{}%s"},
-        {"nested braces", "{{%s}}"},
-        {"utf-8", "%s-замок-锁-🔒-é"},
-        {"colons and stars", "%s:*:?[a]"},
-        {"percent", "%s%%s%%d%%n"},
-        {"quotes", "%s'\"\\"},
+        {"spaces", "%s with  spaces "}, {"leading space", " %s"},
+        {"braces (tag)", "{%s}"},       {"tag in the middle", "pre{%s}post"},
+        {"open brace only", "%s{"},     {"close brace only", "%s}"},
+        {"empty tag", "{}%s"},          {"nested braces", "{{%s}}"},
+        {"utf-8", "%s-замок-锁-🔒-é"},   {"colons and stars", "%s:*:?[a]"},
+        {"percent", "%s%%s%%d%%n"},     {"quotes", "%s'\"\\"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char *name = NULL;
@@ -670,9 +664,9 @@ Test(badinput, clobbered_lock_does_not_stop_other_renewals)
 Test(badinput, status_strings_for_every_value)
 {
     static const char *names[] = {
-        "RLOCK_OK",       "RLOCK_EINVAL", "RLOCK_ENOMEM",   "RLOCK_EBUSY",
-        "RLOCK_ENOTOWNER", "RLOCK_ELOST", "RLOCK_EIO",      "RLOCK_ETIMEDOUT",
-        "RLOCK_EREDIS",   "RLOCK_EPROTO", "RLOCK_ECLOSED",
+        "RLOCK_OK",        "RLOCK_EINVAL", "RLOCK_ENOMEM",  "RLOCK_EBUSY",
+        "RLOCK_ENOTOWNER", "RLOCK_ELOST",  "RLOCK_EIO",     "RLOCK_ETIMEDOUT",
+        "RLOCK_EREDIS",    "RLOCK_EPROTO", "RLOCK_ECLOSED",
     };
     for (int s = 0; s <= RLOCK_ECLOSED; s++) {
         cr_assert_str_eq(rlock_status_name((rlock_status)s), names[s]);

@@ -132,8 +132,7 @@ static void wait_for_file(const char *path, int64_t timeout_ms)
     }
 }
 
-static void wait_for_key(redisContext *r, const char *key, long long exists,
-                         int64_t timeout_ms)
+static void wait_for_key(redisContext *r, const char *key, long long exists, int64_t timeout_ms)
 {
     int64_t end = th_now_ms() + timeout_ms;
     while (th_exists(r, key) != exists) {
@@ -145,17 +144,17 @@ static void wait_for_key(redisContext *r, const char *key, long long exists,
 /* A hold written by hand the way a Java Redisson client writes it. */
 static void java_hold(redisContext *r, const char *name, long long ttl_ms)
 {
-    freeReplyObject(th_cmd(r, "HSET %s %s 1", name,
-                           "1b9d6bcd-bbfd-4b2d-9b5d-ab8dfbbd4bed:57"));
+    freeReplyObject(th_cmd(r, "HSET %s %s 1", name, "1b9d6bcd-bbfd-4b2d-9b5d-ab8dfbbd4bed:57"));
     freeReplyObject(th_cmd(r, "PEXPIRE %s %lld", name, ttl_ms));
 }
 
 static char *channel_of(const char *name)
 {
     char *ch = NULL;
-    cr_assert(asprintf(&ch, strchr(name, '{') ? "redisson_lock__channel:%s"
-                                              : "redisson_lock__channel:{%s}",
-                       name) > 0);
+    cr_assert(
+        asprintf(&ch,
+                 strchr(name, '{') ? "redisson_lock__channel:%s" : "redisson_lock__channel:{%s}",
+                 name) > 0);
     return ch;
 }
 
@@ -177,13 +176,13 @@ Test(cli, bad_usage_exits_2)
 {
     char *name = th_name("cli-usage");
     cr_assert_eq(RUN(NULL, "frobnicate"), 2);
-    cr_assert_eq(RUN(NULL, "run", name), 2);           /* no COMMAND */
+    cr_assert_eq(RUN(NULL, "run", name), 2); /* no COMMAND */
     cr_assert_eq(RUN(NULL, "run", "-w", "soon", name, "--", "true"), 2);
     cr_assert_eq(RUN(NULL, "run", "-l", "0", name, "--", "true"), 2);
     cr_assert_eq(RUN(NULL, "run", "-s", "NOPE", name, "--", "true"), 2);
-    cr_assert_eq(RUN(NULL, "status"), 2);              /* no NAME */
+    cr_assert_eq(RUN(NULL, "status"), 2); /* no NAME */
     cr_assert_eq(RUN(NULL, "status", name, "extra"), 2);
-    cr_assert_eq(RUN(NULL, "unlock", name), 2);        /* --force missing */
+    cr_assert_eq(RUN(NULL, "unlock", name), 2); /* --force missing */
     cr_assert_eq(RUN(NULL, "--url", "bogus://x", "run", name, "--", "true"), 2);
     /* None of them touched the lock. */
     redisContext *r = th_redis(0);
@@ -196,9 +195,9 @@ Test(cli, child_status_propagates_and_child_holds_the_lock)
 {
     char *name = th_name("cli-status");
     /* The child asks `rlock status` about its own lock: 0 means locked. */
-    cr_assert_eq(RUN(NULL, "run", name, "--", "sh", "-c",
-                     "\"$0\" status \"$1\" >/dev/null", g_bin, name),
-                 0);
+    cr_assert_eq(
+        RUN(NULL, "run", name, "--", "sh", "-c", "\"$0\" status \"$1\" >/dev/null", g_bin, name),
+        0);
     cr_assert_eq(RUN(NULL, "run", name, "--", "sh", "-c", "exit 7"), 7);
     /* Killed by a signal: 128 + N, as a shell reports it. */
     cr_assert_eq(RUN(NULL, "run", name, "--", "sh", "-c", "kill -KILL $$"), 128 + SIGKILL);
@@ -330,8 +329,8 @@ Test(cli, status_reports_holders_ttl_and_type)
     th_ok(rlock_unlock(l));
     th_ok(rlock_unlock(l));
     cr_assert_eq(RUN(&out, "status", "--json", name), 1, "1 = free");
-    cr_assert(strstr(out, "\"locked\":false,\"type\":\"none\",\"ttl_ms\":-2,\"holders\":[]}"),
-              "%s", out);
+    cr_assert(strstr(out, "\"locked\":false,\"type\":\"none\",\"ttl_ms\":-2,\"holders\":[]}"), "%s",
+              out);
     free(out);
 
     /* A key of another type counts as locked (as isLocked() says) and has
@@ -362,8 +361,7 @@ static void check_force_unlock(const char *name)
     free(out);
     cr_assert_eq(th_exists(r, name), 0);
     char *msg = th_next_message(sub, 5000);
-    cr_assert(msg != NULL && strcmp(msg, "0") == 0, "message on %s: %s", ch,
-              msg ? msg : "(none)");
+    cr_assert(msg != NULL && strcmp(msg, "0") == 0, "message on %s: %s", ch, msg ? msg : "(none)");
     free(msg);
     /* Nothing to delete: says so, exits 0, publishes nothing. */
     cr_assert_eq(RUN(&out, "unlock", name, "--force"), 0);
@@ -411,9 +409,8 @@ Test(cli, wait_returns_when_the_holder_unlocks)
 }
 
 /* The child script: records the signal it gets in $0, then exits 42. */
-static const char trap_script[] =
-    "trap 'echo $1 > \"$0\"; exit 42' $1; touch \"$0.ready\"; "
-    "while :; do sleep 0.05; done";
+static const char trap_script[] = "trap 'echo $1 > \"$0\"; exit 42' $1; touch \"$0.ready\"; "
+                                  "while :; do sleep 0.05; done";
 
 /* Starts `rlock run NAME -- sh -c trap_script` trapping sig (after the
  * options in opts, NULL-terminated) and waits until the child is ready. */
@@ -503,8 +500,8 @@ Test(cli, lease_expiry_signals_the_child_and_exits_79)
     char *mark = tpath("lease");
     redisContext *r = th_redis(0);
     /* No renewal with -l: the loop wakes at the lease deadline itself. */
-    pid_t p = start_trapping(name, "HUP", mark,
-                             (const char *const[]){"-l", "1000", "-s", "HUP", NULL});
+    pid_t p =
+        start_trapping(name, "HUP", mark, (const char *const[]){"-l", "1000", "-s", "HUP", NULL});
     cr_assert_eq(wait_exit(p, 15000), 79);
     char *got = slurp(mark);
     cr_assert_str_eq(got, "HUP\n");
@@ -526,8 +523,8 @@ Test(cli, force_unlocked_under_a_lease_is_reported_at_exit)
     char *name = th_name("cli-stolen");
     char *pidfile = tpath("pid");
     redisContext *r = th_redis(0);
-    pid_t p = START(NULL, "run", "-l", "60000", name, "--", "sh", "-c",
-                    "echo $$ > \"$0\"; sleep 1", pidfile);
+    pid_t p = START(NULL, "run", "-l", "60000", name, "--", "sh", "-c", "echo $$ > \"$0\"; sleep 1",
+                    pidfile);
     wait_for_file(pidfile, 10000);
     cr_assert_eq(RUN(NULL, "unlock", "--force", name), 0);
     cr_assert_eq(wait_exit(p, 15000), 79);

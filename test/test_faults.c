@@ -264,8 +264,8 @@ static void field_wait_absent(const char *name, const char *owner, int64_t timeo
         th_sleep_ms(50);
     }
     redisFree(r);
-    cr_assert_eq(n, 0, "owner field %s of %s still there (count %lld) after %lld ms", owner,
-                 name, n, (long long)timeout_ms);
+    cr_assert_eq(n, 0, "owner field %s of %s still there (count %lld) after %lld ms", owner, name,
+                 n, (long long)timeout_ms);
 }
 
 /* ---- a TCP proxy that can cut a connection between request and reply --- */
@@ -379,9 +379,8 @@ static void *proxy_main(void *arg)
                         cut[i] = true;
                     }
                     int d = atomic_load(&p->delay_ms);
-                    if (q[i].len > 0 ||
-                        (d > 0 && memmem(buf, (size_t)k, p->delay_needle,
-                                         strlen(p->delay_needle)))) {
+                    if (q[i].len > 0 || (d > 0 && memmem(buf, (size_t)k, p->delay_needle,
+                                                         strlen(p->delay_needle)))) {
                         pend_add(&q[i], buf, (size_t)k, th_now_ms() + d);
                     } else {
                         close_pair = !write_all(sfd[i], buf, k);
@@ -523,8 +522,7 @@ Test(faults, restart_waiters_return_and_holder_learns_loss)
     /* The server has no persistence: the key is gone, so every waiter must
      * get the lock in turn, well before the 15 s wait runs out. */
     for (int i = 0; i < 3; i++) {
-        cr_assert(waiter_join(&w[i], 12000), "waiter %d still blocked 12 s after the restart",
-                  i);
+        cr_assert(waiter_join(&w[i], 12000), "waiter %d still blocked 12 s after the restart", i);
     }
     for (int i = 0; i < 3; i++) {
         th_assert_status(w[i].st, RLOCK_OK);
@@ -607,8 +605,7 @@ Test(faults, outage_longer_than_retry_timeout_gives_eio)
     cr_assert(waiter_join(&w, 8000), "rlock_lock() still blocked 8 s into the outage");
     th_assert_status(w.st, RLOCK_EIO);
     int64_t dt = w.t_acquired - t0;
-    cr_log_info("waiter gave up %lld ms into the outage (retry_timeout_ms 1000)",
-                (long long)dt);
+    cr_log_info("waiter gave up %lld ms into the outage (retry_timeout_ms 1000)", (long long)dt);
     cr_assert(dt >= 800, "gave up after %lld ms, before retry_timeout_ms", (long long)dt);
     th_assert_status(rlock_unlock(l), RLOCK_EIO);
 
@@ -767,8 +764,7 @@ static void fill_pool_then_kill(rlock *l)
     }
     long long killed = client_kill("normal");
     cr_log_info("killed %lld command connection(s)", killed);
-    cr_assert(killed >= 2, "the pool should have had several connections, killed %lld",
-              killed);
+    cr_assert(killed >= 2, "the pool should have had several connections, killed %lld", killed);
 }
 
 Test(faults, kill_normal_then_unlock_succeeds)
@@ -871,8 +867,9 @@ Test(faults, acquire_reply_lost_zero_wait_leaves_no_unknown_hold)
         cr_assert_eq(held, 1);
         th_ok(rlock_unlock(l));
     } else {
-        cr_assert_eq(n, 0, "%s returned, yet Redis holds the lock for this thread "
-                           "(count %lld, PTTL %lld) and the library does not track it",
+        cr_assert_eq(n, 0,
+                     "%s returned, yet Redis holds the lock for this thread "
+                     "(count %lld, PTTL %lld) and the library does not track it",
                      rlock_status_name(st), n, th_pttl(r, name));
     }
     redisFree(r);
@@ -1029,8 +1026,8 @@ Test(faults, debug_sleep_unlock_times_out_then_settles)
      * retry settles it either way. */
     th_sleep_ms(200);
     rlock_status st = rlock_unlock(l);
-    cr_log_info("unlock retried after the sleep: %s, on_lock_lost calls %d",
-                rlock_status_name(st), atomic_load(&lost.count));
+    cr_log_info("unlock retried after the sleep: %s, on_lock_lost calls %d", rlock_status_name(st),
+                atomic_load(&lost.count));
     cr_assert(st == RLOCK_OK || st == RLOCK_ELOST, "retry returned %s", rlock_status_name(st));
     redisContext *r = admin();
     cr_assert_eq(th_exists(r, name), 0);
@@ -1160,8 +1157,7 @@ Test(faults, stopped_holder_learns_loss_and_spares_new_owner)
     th_ok(rlock_new(p, name, &l));
     int64_t t0 = th_now_ms();
     th_ok(rlock_try_lock(l, 6000, RLOCK_WATCHDOG));
-    cr_log_info("parent acquired %lld ms after stopping the holder",
-                (long long)(th_now_ms() - t0));
+    cr_log_info("parent acquired %lld ms after stopping the holder", (long long)(th_now_ms() - t0));
     th_sleep_ms(500);
     kill(pid, SIGCONT);
     int code = wait_bounded(pid, 15000);

@@ -337,8 +337,8 @@ static stress_summary run_stress(const char *lock_url, int counter_port, int64_t
                 cr_log_error("overlap: [%lld, %lld] proc %d thread %d starts before "
                              "[%lld, %lld] proc %d thread %d ends",
                              (long long)all[i].start, (long long)all[i].end, all[i].proc,
-                             all[i].thread, (long long)all[max_i].start,
-                             (long long)all[max_i].end, all[max_i].proc, all[max_i].thread);
+                             all[i].thread, (long long)all[max_i].start, (long long)all[max_i].end,
+                             all[max_i].proc, all[max_i].thread);
             }
         }
         if (all[i].end > max_end) {
@@ -402,7 +402,8 @@ static void kill_connections(void *arg)
     redisContext *r = th_redis(k->port);
     while (th_now_ms() < k->until_ms) {
         th_sleep_ms(200 + rand() % 300);
-        redisReply *rep = th_cmd(r, "CLIENT KILL TYPE %s", (k->kills % 3 == 2) ? "pubsub" : "normal");
+        redisReply *rep =
+            th_cmd(r, "CLIENT KILL TYPE %s", (k->kills % 3 == 2) ? "pubsub" : "normal");
         freeReplyObject(rep);
         k->kills++;
     }

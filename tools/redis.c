@@ -177,9 +177,8 @@ static rlock_status subscribe(const char *url, const char *name, redisContext **
     return s;
 }
 
-cli_wait_result cli_wait_free(const char *url, const char *name,
-                              int64_t wait_ms, int intr_fd, cli_probe probe,
-                              void *arg, rlock_status *err)
+cli_wait_result cli_wait_free(const char *url, const char *name, int64_t wait_ms, int intr_fd,
+                              cli_probe probe, void *arg, rlock_status *err)
 {
     int64_t deadline = wait_ms < 0 ? -1 : cli_now_ms() + wait_ms;
     bool done = false;
@@ -269,13 +268,13 @@ static bool is_integer(const char *s)
     return strspn(s + i, "0123456789") == strlen(s + i);
 }
 
-static void print_status(const char *name, bool locked, const char *type,
-                         long long ttl, redisReply *fields, bool json)
+static void print_status(const char *name, bool locked, const char *type, long long ttl,
+                         redisReply *fields, bool json)
 {
     size_t nf = fields ? fields->elements / 2 : 0;
     if (!json) {
-        printf("name: %s\nlocked: %s\ntype: %s\nttl_ms: %lld\nholders: %zu\n",
-               name, locked ? "yes" : "no", type, ttl, nf);
+        printf("name: %s\nlocked: %s\ntype: %s\nttl_ms: %lld\nholders: %zu\n", name,
+               locked ? "yes" : "no", type, ttl, nf);
         for (size_t i = 0; i < nf; i++) {
             printf("holder: %s count %s\n", fields->element[2 * i]->str,
                    fields->element[2 * i + 1]->str);
@@ -312,8 +311,7 @@ static bool all_strings(redisReply *r)
     return r->elements % 2 == 0;
 }
 
-rlock_status cli_print_status(const char *url, const char *name, bool json,
-                              bool *locked)
+rlock_status cli_print_status(const char *url, const char *name, bool json, bool *locked)
 {
     redisContext *r = NULL;
     rlock_status s = cli_connect(url, &r);

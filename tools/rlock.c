@@ -99,8 +99,7 @@ int cli_fail(rlock_status s, const char *what)
 
 bool cli_parse_ms(const char *s, int64_t *out)
 {
-    if (s == NULL || *s == '\0' || strspn(s, "0123456789") != strlen(s) ||
-        strlen(s) > 13) {
+    if (s == NULL || *s == '\0' || strspn(s, "0123456789") != strlen(s) || strlen(s) > 13) {
         return false;
     }
     int64_t v = strtoll(s, NULL, 10);
@@ -118,8 +117,7 @@ int64_t cli_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-rlock_status cli_client(const cli_opts *o,
-                        void (*on_lost)(const char *, uint64_t, void *),
+rlock_status cli_client(const cli_opts *o, void (*on_lost)(const char *, uint64_t, void *),
                         void *arg, rlock_client **out)
 {
     rlock_config cfg;
@@ -135,8 +133,7 @@ rlock_status cli_client(const cli_opts *o,
 }
 
 /* A client and a handle on name, or an exit code. */
-static int open_lock(const cli_opts *o, const char *name, rlock_client **c,
-                     rlock **l)
+static int open_lock(const cli_opts *o, const char *name, rlock_client **c, rlock **l)
 {
     rlock_status s = cli_client(o, NULL, NULL, c);
     if (s != RLOCK_OK) {
@@ -159,13 +156,12 @@ typedef struct simple_args {
     const char *name;
 } simple_args;
 
-static int parse_simple(cli_opts *o, int argc, char **argv, const char *flags,
-                        simple_args *a)
+static int parse_simple(cli_opts *o, int argc, char **argv, const char *flags, simple_args *a)
 {
     static const struct option longs[] = {
-        {"json", no_argument, NULL, 'j'}, {"force", no_argument, NULL, 'f'},
+        {"json", no_argument, NULL, 'j'},       {"force", no_argument, NULL, 'f'},
         {"wait", required_argument, NULL, 'w'}, {"url", required_argument, NULL, 'u'},
-        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+        {"help", no_argument, NULL, 'h'},       {NULL, 0, NULL, 0}};
     a->json = a->force = false;
     a->wait_ms = RLOCK_WAIT_FOREVER;
     a->name = NULL;
@@ -289,9 +285,10 @@ static int cmd_wait(cli_opts *o, int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-    static const struct option longs[] = {
-        {"url", required_argument, NULL, 'u'}, {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'}, {NULL, 0, NULL, 0}};
+    static const struct option longs[] = {{"url", required_argument, NULL, 'u'},
+                                          {"help", no_argument, NULL, 'h'},
+                                          {"version", no_argument, NULL, 'V'},
+                                          {NULL, 0, NULL, 0}};
     cli_opts o = {NULL, 0};
     int ch;
     /* '+': stop at the sub-command, whose options are its own. */
@@ -323,8 +320,7 @@ int main(int argc, char **argv)
         o.url = DEFAULT_URL;
     }
     const char *wd = getenv("RLOCK_WATCHDOG_MS");
-    if (wd != NULL && *wd != '\0' &&
-        (!cli_parse_ms(wd, &o.watchdog_ms) || o.watchdog_ms == 0)) {
+    if (wd != NULL && *wd != '\0' && (!cli_parse_ms(wd, &o.watchdog_ms) || o.watchdog_ms == 0)) {
         cli_error("RLOCK_WATCHDOG_MS wants a positive number of ms, got '%s'", wd);
         return CLI_EXIT_USAGE;
     }

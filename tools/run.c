@@ -170,7 +170,7 @@ static int spawn(char **cmd, pid_t *pid)
 
 typedef struct run_args {
     int64_t wait_ms;
-    int64_t lease_ms; /* RLOCK_WATCHDOG or > 0 */
+    int64_t lease_ms;      /* RLOCK_WATCHDOG or > 0 */
     int64_t kill_after_ms; /* -1: never */
     int sig;
     const char *name;
@@ -180,10 +180,10 @@ typedef struct run_args {
 static int parse_run(cli_opts *o, int argc, char **argv, run_args *a)
 {
     static const struct option longs[] = {
-        {"wait", required_argument, NULL, 'w'}, {"lease", required_argument, NULL, 'l'},
-        {"signal", required_argument, NULL, 's'}, {"kill-after", required_argument, NULL, 'k'},
+        {"wait", required_argument, NULL, 'w'},     {"lease", required_argument, NULL, 'l'},
+        {"signal", required_argument, NULL, 's'},   {"kill-after", required_argument, NULL, 'k'},
         {"watchdog", required_argument, NULL, 'W'}, {"url", required_argument, NULL, 'u'},
-        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+        {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0}};
     *a = (run_args){RLOCK_WAIT_FOREVER, RLOCK_WATCHDOG, -1, SIGTERM, NULL, NULL};
     optind = 0;
     int ch;
@@ -205,7 +205,8 @@ static int parse_run(cli_opts *o, int argc, char **argv, run_args *a)
             o->url = optarg;
         } else if (ch == 'h') {
             fputs("usage: rlock run [-w MS] [-l MS] [-s SIG] [-k MS] NAME -- "
-                  "COMMAND [ARG...]\n(see rlock --help)\n", stdout);
+                  "COMMAND [ARG...]\n(see rlock --help)\n",
+                  stdout);
             return CLI_EXIT_OK;
         } else {
             ok = false;
@@ -299,8 +300,8 @@ static int supervise(const run_args *a, pid_t child, int64_t acquired_at, bool *
         }
         if (why != NULL) {
             *lost = true;
-            cli_error("%s: lock lost (%s): sending signal %d (%s) to %s", a->name,
-                      why, a->sig, strsignal(a->sig), a->cmd[0]);
+            cli_error("%s: lock lost (%s): sending signal %d (%s) to %s", a->name, why, a->sig,
+                      strsignal(a->sig), a->cmd[0]);
             kill(child, a->sig);
             kill_at = a->kill_after_ms >= 0 ? now + a->kill_after_ms : -1;
         }
@@ -404,8 +405,8 @@ int cli_run(cli_opts *o, int argc, char **argv)
     int sig = 0;
     for (;;) {
         int64_t left = deadline < 0 ? -1 : deadline - cli_now_ms();
-        wr = cli_wait_free(o->url, a.name, left < 0 && deadline >= 0 ? 0 : left,
-                           g_pipe[0], probe_lock, &probe, &s);
+        wr = cli_wait_free(o->url, a.name, left < 0 && deadline >= 0 ? 0 : left, g_pipe[0],
+                           probe_lock, &probe, &s);
         /* Only a terminating signal ends the wait; a stray SIGCHLD (from a
          * child rlock inherited) just restarts it. */
         if (wr != CLI_WAIT_SIGNAL || (sig = drain_for_signal()) != 0) {
@@ -443,11 +444,10 @@ int cli_run(cli_opts *o, int argc, char **argv)
         /* The child finished, but for part of its run it did not hold the
          * lock (force-unlocked, or expired before a renewal saw it). */
         lost = true;
-        cli_error("%s: the lock was lost while %s ran: %s", a.name, a.cmd[0],
-                  rlock_strerror(s));
+        cli_error("%s: the lock was lost while %s ran: %s", a.name, a.cmd[0], rlock_strerror(s));
     } else if (s != RLOCK_OK && !lost) {
-        cli_error("%s: could not release the lock (%s); it expires with its lease",
-                  a.name, rlock_strerror(s));
+        cli_error("%s: could not release the lock (%s); it expires with its lease", a.name,
+                  rlock_strerror(s));
     }
     rlock_free(l);
     rlock_client_free(c);
