@@ -269,7 +269,6 @@ struct rlock_client {
     rlock__map chans;
     rlock__chan *dirty; /* entries with a (un)subscribe to send */
     int wake_pipe[2];
-    bool ps_connected;
     bool ps_stop;
     bool ps_running;
     pthread_t ps_thread;

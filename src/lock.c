@@ -105,6 +105,51 @@ static void owner_of(const rlock_client *c, uint64_t tid, char *buf)
     snprintf(buf, OWNER_MAX, "%s:%llu", c->id, (unsigned long long)tid);
 }
 
+/* Runs CMD name [owner of tid] and returns its reply (or a status). */
+static rlock_status query(rlock *l, const char *cmd, bool with_owner, uint64_t tid, redisReply **r)
+{
+    rlock_status st = rlock__enter(l->c);
+    if (st != RLOCK_OK) {
+        return st;
+    }
+    char owner[OWNER_MAX];
+    owner_of(l->c, tid, owner);
+    const char *argv[3] = {cmd, l->name, owner};
+    size_t lens[3] = {strlen(cmd), l->namelen, strlen(owner)};
+    st = rlock__command(l->c, with_owner ? 3 : 2, argv, lens, r);
+    if (st == RLOCK_OK && (*r)->type == REDIS_REPLY_ERROR) {
+        freeReplyObject(*r);
+        st = RLOCK_EREDIS;
+    }
+    rlock__leave(l->c);
+    return st;
+}
+
+static rlock_status query_int(rlock *l, const char *cmd, bool with_owner, uint64_t tid,
+                              int64_t *out)
+{
+    redisReply *r = NULL;
+    rlock_status st = query(l, cmd, with_owner, tid, &r);
+    if (st != RLOCK_OK) {
+        return st;
+    }
+    if (r->type == REDIS_REPLY_INTEGER) {
+        *out = r->integer;
+    } else if (r->type == REDIS_REPLY_NIL) {
+        *out = 0; /* HGET of a missing field: no hold */
+    } else if (r->type == REDIS_REPLY_STRING) {
+        char *end;
+        *out = strtoll(r->str, &end, 10);
+        if (end == r->str || *end != '\0') {
+            st = RLOCK_EPROTO;
+        }
+    } else {
+        st = RLOCK_EPROTO;
+    }
+    freeReplyObject(r);
+    return st;
+}
+
 /* ---- acquire --------------------------------------------------------- */
 
 /* One run of the acquire script. RLOCK_OK: acquired; RLOCK_EBUSY: held
@@ -138,16 +183,12 @@ typedef enum outcome { OUTCOME_RAN, OUTCOME_NOT_RAN, OUTCOME_UNKNOWN } outcome;
  * run, may run later, or never. Resending it would count a re-entry twice
  * (spec 2.2), so look instead: if the owner's count is one more than this
  * thread held, it ran. */
-static outcome acquire_outcome(rlock *l, const char *owner, int64_t before)
+static outcome acquire_outcome(rlock *l, uint64_t tid, int64_t before)
 {
-    const char *argv[3] = {"HGET", l->name, owner};
-    size_t lens[3] = {4, l->namelen, strlen(owner)};
-    redisReply *r = NULL;
-    if (rlock__command(l->c, 3, argv, lens, &r) != RLOCK_OK) {
+    int64_t now;
+    if (query_int(l, "HGET", true, tid, &now) != RLOCK_OK) {
         return OUTCOME_UNKNOWN;
     }
-    int64_t now = r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : 0;
-    freeReplyObject(r);
     return now == before + 1 ? OUTCOME_RAN : OUTCOME_NOT_RAN;
 }
 
@@ -165,15 +206,11 @@ static void reconcile(rlock *l, uint64_t tid, const char *owner)
     if (!rlock__suspect_take(c, l->name, l->namelen, tid)) {
         return;
     }
-    const char *argv[3] = {"HGET", l->name, owner};
-    size_t lens[3] = {4, l->namelen, strlen(owner)};
-    redisReply *r = NULL;
-    if (rlock__command(c, 3, argv, lens, &r) != RLOCK_OK) {
+    int64_t in_redis;
+    if (query_int(l, "HGET", true, tid, &in_redis) != RLOCK_OK) {
         rlock__suspect_add(c, l->name, l->namelen, tid); /* still unknown */
         return;
     }
-    int64_t in_redis = r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : 0;
-    freeReplyObject(r);
     int64_t held, lease_ms;
     bool lost;
     rlock__hold_query(c, l->name, l->namelen, tid, &held, &lost, &lease_ms);
@@ -182,7 +219,7 @@ static void reconcile(rlock *l, uint64_t tid, const char *owner)
     for (int64_t k = lost ? in_redis : in_redis - held; k > 0; k--) {
         char *latch = NULL;
         size_t latchlen = 0;
-        r = NULL;
+        redisReply *r = NULL;
         if (run_unlock(l, owner, lease, &r, &latch, &latchlen) != RLOCK_OK) {
             free(latch);
             break;
@@ -239,7 +276,7 @@ static rlock_status lock_impl(rlock *l, int64_t wait_ms, int64_t lease_ms)
         if (!skip_attempt) {
             st = attempt(l, owner, lease, &ttl);
             if (st == RLOCK_ETIMEDOUT || st == RLOCK_EIO) {
-                outcome o = acquire_outcome(l, owner, held);
+                outcome o = acquire_outcome(l, tid, held);
                 if (o == OUTCOME_RAN) {
                     st = RLOCK_OK;
                 } else if (o == OUTCOME_UNKNOWN || st == RLOCK_ETIMEDOUT) {
@@ -472,51 +509,6 @@ RLOCK_API rlock_status rlock_force_unlock(rlock *l, bool *was_locked)
 }
 
 /* ---- queries --------------------------------------------------------- */
-
-/* Runs CMD name [owner of tid] and returns its reply (or a status). */
-static rlock_status query(rlock *l, const char *cmd, bool with_owner, uint64_t tid, redisReply **r)
-{
-    rlock_status st = rlock__enter(l->c);
-    if (st != RLOCK_OK) {
-        return st;
-    }
-    char owner[OWNER_MAX];
-    owner_of(l->c, tid, owner);
-    const char *argv[3] = {cmd, l->name, owner};
-    size_t lens[3] = {strlen(cmd), l->namelen, strlen(owner)};
-    st = rlock__command(l->c, with_owner ? 3 : 2, argv, lens, r);
-    if (st == RLOCK_OK && (*r)->type == REDIS_REPLY_ERROR) {
-        freeReplyObject(*r);
-        st = RLOCK_EREDIS;
-    }
-    rlock__leave(l->c);
-    return st;
-}
-
-static rlock_status query_int(rlock *l, const char *cmd, bool with_owner, uint64_t tid,
-                              int64_t *out)
-{
-    redisReply *r = NULL;
-    rlock_status st = query(l, cmd, with_owner, tid, &r);
-    if (st != RLOCK_OK) {
-        return st;
-    }
-    if (r->type == REDIS_REPLY_INTEGER) {
-        *out = r->integer;
-    } else if (r->type == REDIS_REPLY_NIL) {
-        *out = 0; /* HGET of a missing field: no hold */
-    } else if (r->type == REDIS_REPLY_STRING) {
-        char *end;
-        *out = strtoll(r->str, &end, 10);
-        if (end == r->str || *end != '\0') {
-            st = RLOCK_EPROTO;
-        }
-    } else {
-        st = RLOCK_EPROTO;
-    }
-    freeReplyObject(r);
-    return st;
-}
 
 RLOCK_API rlock_status rlock_is_locked(rlock *l, bool *locked)
 {

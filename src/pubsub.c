@@ -386,7 +386,6 @@ static void *pubsub_main(void *arg)
             if (st == RLOCK_OK) {
                 ctx = nc;
                 backoff = 0;
-                c->ps_connected = true;
                 if (ever_connected) {
                     rlock__stat_add(c, RLOCK_STAT_RECONNECTS, 1);
                 }
@@ -452,7 +451,6 @@ static void *pubsub_main(void *arg)
         if (broken) {
             redisFree(ctx);
             ctx = NULL;
-            c->ps_connected = false;
             retry_at = 0;
             /* Wake every waiter: they retry now and then sleep on the TTL
              * until the subscription is back. */
