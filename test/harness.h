@@ -20,6 +20,24 @@
     } while (0)
 #define th_ok(expr) th_assert_status((expr), RLOCK_OK)
 
+/* Built with -fsanitize=address or thread. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define TH_UNDER_SANITIZER 1
+#else
+#define TH_UNDER_SANITIZER 0
+#endif
+
+/* ASan in Debian's GCC 12 does not hold its allocator locks across fork():
+ * if a thread of the parent (a watchdog or pub/sub thread) is inside malloc
+ * or free at that instant, the child's next malloc or free waits forever.
+ * glibc's malloc is fork-safe, so only an ASan build must keep a child of a
+ * multithreaded parent from allocating. */
+#if defined(__SANITIZE_ADDRESS__)
+#define TH_FORKED_CHILD_MAY_ALLOCATE 0
+#else
+#define TH_FORKED_CHILD_MAY_ALLOCATE 1
+#endif
+
 /* The shared server: "redis://127.0.0.1:<port>" and its port. */
 const char *th_url(void);
 int th_port(void);

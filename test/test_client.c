@@ -1,5 +1,5 @@
-/* The client: configuration, identity, statuses, closing and fork(). Every
- * status of rlock.h is produced here at least once. */
+/* The client: configuration, identity, statuses and closing (fork() is in
+ * test_faults.c). Every status of rlock.h is produced here at least once. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -167,54 +167,6 @@ Test(client, free_wakes_waiters_with_eclosed)
     free(name);
 }
 
-static rlock *fork_lock;
-
-static int child_uses_inherited(void *arg)
-{
-    (void)arg;
-    if (rlock_unlock(fork_lock) != RLOCK_ECLOSED) {
-        return 1;
-    }
-    if (rlock_lock(fork_lock, RLOCK_WATCHDOG) != RLOCK_ECLOSED) {
-        return 2;
-    }
-    /* A child makes its own client. */
-    rlock_client *mine = NULL;
-    rlock_config cfg;
-    rlock_config_init(&cfg);
-    cfg.url = th_url();
-    if (rlock_client_new(&cfg, &mine) != RLOCK_OK) {
-        return 3;
-    }
-    rlock *l;
-    if (rlock_new(mine, rlock_name(fork_lock), &l) != RLOCK_OK) {
-        return 4;
-    }
-    if (rlock_try_lock(l, 0, RLOCK_WATCHDOG) != RLOCK_EBUSY) {
-        return 5; /* the parent still holds it */
-    }
-    rlock_free(l);
-    rlock_client_free(mine);
-    return 0;
-}
-
-Test(client, fork_child_gets_eclosed)
-{
-    rlock_client *c = th_client(NULL, 0);
-    char *name = th_name("fork");
-    th_ok(rlock_new(c, name, &fork_lock));
-    th_ok(rlock_lock(fork_lock, RLOCK_WATCHDOG));
-    pid_t pid = th_fork(child_uses_inherited, NULL);
-    cr_assert_eq(th_wait(pid), 0, "child saw RLOCK_ECLOSED and could use its own client");
-    bool held = false;
-    th_ok(rlock_is_held_by_current_thread(fork_lock, &held));
-    cr_assert(held, "the child never released the parent's hold");
-    th_ok(rlock_unlock(fork_lock));
-    rlock_free(fork_lock);
-    rlock_client_free(c);
-    free(name);
-}
-
 Test(client, etimedout_when_server_is_paused)
 {
     th_server s;
@@ -262,12 +214,6 @@ Test(client, eproto_for_a_non_numeric_count)
     free(name);
 }
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define UNDER_SANITIZER 1
-#else
-#define UNDER_SANITIZER 0
-#endif
-
 static int enomem_child(void *arg)
 {
     (void)arg;
@@ -304,7 +250,7 @@ static int enomem_child(void *arg)
 
 Test(client, enomem_when_allocation_fails)
 {
-    if (UNDER_SANITIZER) {
+    if (TH_UNDER_SANITIZER) {
         cr_skip_test("address-space limits do not mix with sanitizer shadow memory");
     }
     pid_t pid = th_fork(enomem_child, NULL);

@@ -1400,6 +1400,9 @@ static int forked_child(void *arg)
             return 10 + i;
         }
     }
+    if (!TH_FORKED_CHILD_MAY_ALLOCATE) {
+        return 0;
+    }
     rlock_free(f->l);
     rlock_client_free(f->c);
 
