@@ -123,8 +123,9 @@ RLOCK_API rlock_status rlock_client_new(const rlock_config *cfg, rlock_client **
  * once. rlock_free() touches only the handle, so handles may be freed
  * before or after their client (a thread woken with RLOCK_ECLOSED frees its
  * handle afterwards); no other call may use a handle of a freed client.
- * NULL is a no-op. In a fork()ed child it only frees memory: it never
- * touches the parent's connections or threads. */
+ * NULL is a no-op. In a fork()ed child it only frees memory and closes the
+ * child's copies of the sockets: it sends nothing and never touches the
+ * parent's connections or threads. */
 RLOCK_API void rlock_client_free(rlock_client *c);
 
 /* The client's UUID (36 lowercase characters), the first half of every owner

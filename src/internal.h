@@ -269,6 +269,9 @@ struct rlock_client {
     rlock__map chans;
     rlock__chan *dirty; /* entries with a (un)subscribe to send */
     int wake_pipe[2];
+    /* The pub/sub thread's connection, mirrored here under ps_mu only so
+     * that a fork()ed child can free it (the thread is gone there). */
+    redisContext *ps_ctx;
     bool ps_stop;
     bool ps_running;
     pthread_t ps_thread;

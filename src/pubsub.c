@@ -385,6 +385,7 @@ static void *pubsub_main(void *arg)
             pthread_mutex_lock(&c->ps_mu);
             if (st == RLOCK_OK) {
                 ctx = nc;
+                c->ps_ctx = ctx;
                 backoff = 0;
                 if (ever_connected) {
                     rlock__stat_add(c, RLOCK_STAT_RECONNECTS, 1);
@@ -449,6 +450,7 @@ static void *pubsub_main(void *arg)
             broken = ctx->err != 0;
         }
         if (broken) {
+            c->ps_ctx = NULL; /* before the free: a fork() in between leaks, never frees twice */
             redisFree(ctx);
             ctx = NULL;
             retry_at = 0;
@@ -457,6 +459,7 @@ static void *pubsub_main(void *arg)
             connection_reset(c);
         }
     }
+    c->ps_ctx = NULL;
     pthread_mutex_unlock(&c->ps_mu);
     if (ctx) {
         redisFree(ctx);
@@ -506,6 +509,12 @@ void rlock__pubsub_stop(rlock_client *c)
 
 void rlock__pubsub_free(rlock_client *c)
 {
+    if (c->ps_ctx) {
+        /* Only in a fork()ed child: the parent's thread did not free it.
+         * Closing our copy of the socket sends nothing to Redis. */
+        redisFree(c->ps_ctx);
+        c->ps_ctx = NULL;
+    }
     if (!c->chans.slots) {
         return;
     }

@@ -27,15 +27,17 @@
 #define TH_UNDER_SANITIZER 0
 #endif
 
-/* ASan in Debian's GCC 12 does not hold its allocator locks across fork():
- * if a thread of the parent (a watchdog or pub/sub thread) is inside malloc
- * or free at that instant, the child's next malloc or free waits forever.
- * glibc's malloc is fork-safe, so only an ASan build must keep a child of a
- * multithreaded parent from allocating. */
-#if defined(__SANITIZE_ADDRESS__)
-#define TH_FORKED_CHILD_MAY_ALLOCATE 0
+/* Whether a fork()ed child of a multithreaded test may make and free
+ * clients. With glibc it may (its malloc is fork-safe). Not under the
+ * sanitizers of Debian's GCC 12: ASan does not hold its allocator locks
+ * across fork(), so a child whose parent had a thread inside malloc or free
+ * at that instant waits forever in its own next malloc; TSan aborts a child
+ * that starts a thread with the id of one of the parent's ("dup thread with
+ * used id"). There the child stops after the calls that allocate nothing. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define TH_FORKED_CHILD_CAN_MAKE_CLIENTS 0
 #else
-#define TH_FORKED_CHILD_MAY_ALLOCATE 1
+#define TH_FORKED_CHILD_CAN_MAKE_CLIENTS 1
 #endif
 
 /* The shared server: "redis://127.0.0.1:<port>" and its port. */

@@ -1400,7 +1400,7 @@ static int forked_child(void *arg)
             return 10 + i;
         }
     }
-    if (!TH_FORKED_CHILD_MAY_ALLOCATE) {
+    if (!TH_FORKED_CHILD_CAN_MAKE_CLIENTS) {
         return 0;
     }
     rlock_free(f->l);
