@@ -182,7 +182,7 @@ uninstall:
 	  $(DESTDIR)$(PCDIR)/rlock.pc $(DESTDIR)$(BINDIR)/rlock $(DESTDIR)$(MANDIR)/man1/rlock.1
 
 format:
-	clang-format -i include/*.h src/*.c src/*.h test/*.c test/*.h examples/*.c tools/*.c bench/*.c
+	clang-format -i include/*.h src/*.c src/*.h test/*.c test/*.h test/lite/*.c test/lite/criterion/*.h examples/*.c tools/*.c bench/*.c
 
 clean:
 	rm -rf build build-asan build-tsan build-vg
