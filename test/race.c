@@ -1,8 +1,8 @@
 /* Concurrency driver for ThreadSanitizer (make tsan).
  *
- * Criterion cannot start under TSan (its inheritable arena fails to map:
- * Criterion issue #274), so the thread-heavy paths of the library are
- * exercised here by a plain program against the server of RLOCK_TEST_URL:
+ * The whole suite also runs under TSan (built against test/lite, since
+ * Criterion cannot start there); this plain program adds long threaded runs
+ * in one process, against the server of RLOCK_TEST_URL:
  * contended locking with re-entry, waiters woken by unlock and force
  * unlock, the watchdog renewing and detecting a loss while other threads
  * work, latch flushing, and a client freed while threads wait on it.
