@@ -34,11 +34,7 @@
  * at that instant waits forever in its own next malloc; TSan aborts a child
  * that starts a thread with the id of one of the parent's ("dup thread with
  * used id"). There the child stops after the calls that allocate nothing. */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define TH_FORKED_CHILD_CAN_MAKE_CLIENTS 0
-#else
-#define TH_FORKED_CHILD_CAN_MAKE_CLIENTS 1
-#endif
+#define TH_FORKED_CHILD_CAN_MAKE_CLIENTS (!TH_UNDER_SANITIZER)
 
 /* The shared server: "redis://127.0.0.1:<port>" and its port. */
 const char *th_url(void);

@@ -90,6 +90,18 @@ static void vreport(const char *tag, const char *file, int line, const char *wha
     funlockfile(stderr);
 }
 
+/* Leaves the test: back to run_child() when the test's own thread, in the
+ * test's own process, is outside fini; otherwise (a thread or a process the
+ * test started, which must not run fini) by exiting with status. */
+static _Noreturn void unwind(int how, int status)
+{
+    if (getpid() != test_pid || !pthread_equal(pthread_self(), test_thread) || in_fini) {
+        fflush(NULL);
+        _exit(status);
+    }
+    siglongjmp(leave, how);
+}
+
 void crl_fail(bool fatal, const char *file, int line, const char *what, const char *fmt, ...)
 {
     va_list ap;
@@ -100,13 +112,7 @@ void crl_fail(bool fatal, const char *file, int line, const char *what, const ch
     if (!fatal) {
         return;
     }
-    /* Only the test's own thread, in the test's own process, can unwind to
-     * the runner (a process the test forked must not run its fini). */
-    if (getpid() != test_pid || !pthread_equal(pthread_self(), test_thread) || in_fini) {
-        fflush(NULL);
-        _exit(1);
-    }
-    siglongjmp(leave, 1);
+    unwind(1, 1);
 }
 
 void crl_skip(const char *fmt, ...)
@@ -115,11 +121,7 @@ void crl_skip(const char *fmt, ...)
     va_start(ap, fmt);
     vreport("SKIP", NULL, 0, "skipped", fmt, ap);
     va_end(ap);
-    if (getpid() != test_pid || !pthread_equal(pthread_self(), test_thread) || in_fini) {
-        fflush(NULL);
-        _exit(EXIT_SKIP);
-    }
-    siglongjmp(leave, 2);
+    unwind(2, EXIT_SKIP);
 }
 
 void crl_log(const char *tag, const char *fmt, ...)
