@@ -79,7 +79,8 @@ typedef struct rlock_config {
     /* redis://[[user]:password@]host[:port][/db]
      * unix:///path/to/redis.sock[?db=N][&password=P][&user=U]
      * NULL -> redis://127.0.0.1:6379. Percent-escapes (%40) are decoded in
-     * the user and password. */
+     * the user and password. An empty password without a user
+     * (redis://:@host) sends no AUTH. */
     const char *url;
     int pool_size;               /* most command connections, made on
                                     demand; 0 -> 32 */
@@ -107,10 +108,11 @@ typedef struct rlock_config {
 /* Fills every field with its default. Never fails; a NULL cfg is ignored. */
 RLOCK_API void rlock_config_init(rlock_config *cfg);
 
-/* Creates a client: parses the URL, opens one command connection (to report
- * a bad address or password now rather than later), and starts the pub/sub
- * and watchdog threads. Blocks for at most about connect_timeout_ms plus
- * command_timeout_ms. cfg may be NULL for all defaults.
+/* Creates a client: parses the URL, opens one command connection and the
+ * pub/sub connection (to report a bad address or password now rather than
+ * later), and starts the pub/sub and watchdog threads. Blocks for at most
+ * about 2 x (connect_timeout_ms + command_timeout_ms). cfg may be NULL for
+ * all defaults.
  * Returns RLOCK_OK (and *out), RLOCK_EINVAL (bad URL or field), RLOCK_EIO
  * (cannot connect, AUTH refused, bad db), RLOCK_ETIMEDOUT, RLOCK_ENOMEM. */
 RLOCK_API rlock_status rlock_client_new(const rlock_config *cfg, rlock_client **out);
@@ -125,7 +127,9 @@ RLOCK_API rlock_status rlock_client_new(const rlock_config *cfg, rlock_client **
  * handle afterwards); no other call may use a handle of a freed client.
  * NULL is a no-op. In a fork()ed child it only frees memory and closes the
  * child's copies of the sockets: it sends nothing and never touches the
- * parent's connections or threads. */
+ * parent's connections or threads. Memory a parent thread was using at the
+ * instant of fork() (a connection being re-opened, a reply being read) is
+ * out of the child's reach and stays allocated. */
 RLOCK_API void rlock_client_free(rlock_client *c);
 
 /* The client's UUID (36 lowercase characters), the first half of every owner

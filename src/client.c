@@ -230,8 +230,15 @@ rlock_status rlock__parse_url(const char *url, rlock__endpoint *ep)
     }
     if (st != RLOCK_OK) {
         rlock__endpoint_free(ep);
+        return st;
     }
-    return st;
+    /* redis://:@host is a URL without a password, as in redis-py: AUTH
+     * with an empty password would be refused. A user keeps its AUTH. */
+    if (ep->password && !ep->password[0] && !ep->user) {
+        free(ep->password);
+        ep->password = NULL;
+    }
+    return RLOCK_OK;
 }
 
 /* ---- identity -------------------------------------------------------- */

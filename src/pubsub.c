@@ -371,9 +371,8 @@ static void on_reply(rlock_client *c, redisReply *r)
 static void *pubsub_main(void *arg)
 {
     rlock_client *c = arg;
-    redisContext *ctx = NULL;
+    redisContext *ctx = c->ps_ctx; /* opened by rlock__pubsub_start() */
     int64_t backoff = 0, retry_at = 0, next_sweep = rlock__now_ms() + SWEEP_MS;
-    bool ever_connected = false;
 
     pthread_mutex_lock(&c->ps_mu);
     while (!c->ps_stop) {
@@ -387,10 +386,7 @@ static void *pubsub_main(void *arg)
                 ctx = nc;
                 c->ps_ctx = ctx;
                 backoff = 0;
-                if (ever_connected) {
-                    rlock__stat_add(c, RLOCK_STAT_RECONNECTS, 1);
-                }
-                ever_connected = true;
+                rlock__stat_add(c, RLOCK_STAT_RECONNECTS, 1);
                 connection_reset(c);
             } else {
                 backoff = backoff ? backoff * 2 : BACKOFF_MIN_MS;
@@ -469,22 +465,41 @@ static void *pubsub_main(void *arg)
 
 rlock_status rlock__pubsub_start(rlock_client *c)
 {
+    /* The first connection is made here, by the caller of
+     * rlock_client_new(): a client that cannot open it is not created, the
+     * first waiter does not pay for it, and a fork() right after
+     * rlock_client_new() cannot catch the thread half-way through a
+     * connect (whose memory the child could not free). */
+    rlock_status st = rlock__connect(c, &c->ps_ctx);
+    if (st != RLOCK_OK) {
+        return st;
+    }
     pthread_mutex_init(&c->ps_mu, NULL);
     if (rlock__map_init(&c->chans) != RLOCK_OK) {
-        return RLOCK_ENOMEM;
+        st = RLOCK_ENOMEM;
+        goto fail_map;
     }
     if (pipe2(c->wake_pipe, O_NONBLOCK | O_CLOEXEC) != 0) {
-        rlock__map_destroy(&c->chans);
-        return RLOCK_ENOMEM;
+        st = RLOCK_ENOMEM;
+        goto fail_pipe;
     }
     if (pthread_create(&c->ps_thread, NULL, pubsub_main, c) != 0) {
-        close(c->wake_pipe[0]);
-        close(c->wake_pipe[1]);
-        rlock__map_destroy(&c->chans);
-        return RLOCK_ENOMEM;
+        st = RLOCK_ENOMEM;
+        goto fail_thread;
     }
     c->ps_running = true;
     return RLOCK_OK;
+
+fail_thread:
+    close(c->wake_pipe[0]);
+    close(c->wake_pipe[1]);
+fail_pipe:
+    rlock__map_destroy(&c->chans);
+fail_map:
+    pthread_mutex_destroy(&c->ps_mu);
+    redisFree(c->ps_ctx);
+    c->ps_ctx = NULL;
+    return st;
 }
 
 static void wake_closing(rlock__map_node *n, void *arg)

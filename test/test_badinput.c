@@ -363,15 +363,23 @@ Test(badauth, passwords_and_acl_users)
 {
     th_server srv = auth_srv;
     redisContext *rr = th_redis(srv.port);
+    char u[256];
+    rlock_status st;
+    rlock_client *x;
+    /* An empty password without a user sends no AUTH: Redis would refuse
+     * "AUTH ''" on a server without a password. */
+    snprintf(u, sizeof u, "redis://:@127.0.0.1:%d", srv.port);
+    x = client_for(u, &st);
+    th_assert_status(st, RLOCK_OK);
+    lock_roundtrip(x, rr);
+    rlock_client_free(x);
+
     /* A password with characters that need escaping in a URL. */
     freeReplyObject(th_cmd(rr, "CONFIG SET requirepass %s", "p@ss w:rd"));
     freeReplyObject(th_cmd(rr, "AUTH %s", "p@ss w:rd"));
     freeReplyObject(th_cmd(rr, "ACL SETUSER alice on >s3cret ~* &* +@all"));
     freeReplyObject(th_cmd(rr, "ACL SETUSER bob on >pw ~* &* +@all -evalsha -eval"));
 
-    char u[256];
-    rlock_status st;
-    rlock_client *x;
     struct {
         const char *fmt;
         rlock_status want;
@@ -382,6 +390,7 @@ Test(badauth, passwords_and_acl_users)
         /* No password for a server that requires one: the header promises
          * that rlock_client_new() reports a refused login itself. */
         {"redis://127.0.0.1:%d", RLOCK_EIO},
+        {"redis://:@127.0.0.1:%d", RLOCK_EIO},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         snprintf(u, sizeof u, bad[i].fmt, srv.port);
