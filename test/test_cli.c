@@ -5,6 +5,7 @@
 #include "harness.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -222,6 +223,55 @@ Test(cli, exec_failures_exit_126_and_127_and_release)
     cr_assert_eq(th_exists(r, name), 0);
     redisFree(r);
     free(plain);
+    free(name);
+}
+
+/* An executable script without a "#!" line runs under /bin/sh, as with
+ * flock(1) (execvp()), found by path or on PATH, with its arguments. */
+Test(cli, script_without_interpreter_line_runs_under_sh)
+{
+    char *name = th_name("cli-noshebang");
+    char *out = tpath("out");
+    char *script = tpath("noshebang");
+    FILE *f = fopen(script, "w");
+    cr_assert(f != NULL);
+    fputs("echo \"ran $1 $2\" > \"$1\"\nexit 5\n", f);
+    fclose(f);
+    chmod(script, 0755);
+    cr_assert_eq(RUN(NULL, "run", name, "--", script, out, "x"), 5);
+    char line[PATH_MAX + 16] = "";
+    f = fopen(out, "r");
+    cr_assert(f != NULL);
+    cr_assert(fgets(line, sizeof line, f) != NULL);
+    fclose(f);
+    char want[PATH_MAX + 16];
+    snprintf(want, sizeof want, "ran %s x\n", out);
+    cr_assert_str_eq(line, want);
+    unlink(out);
+
+    /* By name on PATH. */
+    char *dir = strdup(script);
+    *strrchr(dir, '/') = '\0';
+    char *old = getenv("PATH") ? strdup(getenv("PATH")) : NULL;
+    char *path = NULL;
+    cr_assert(asprintf(&path, "%s:%s", dir, old ? old : "/usr/bin:/bin") > 0);
+    setenv("PATH", path, 1);
+    int code = RUN(NULL, "run", name, "--", "noshebang", out, "y");
+    if (old) {
+        setenv("PATH", old, 1);
+    } else {
+        unsetenv("PATH");
+    }
+    cr_assert_eq(code, 5);
+    cr_assert_eq(access(out, F_OK), 0, "the script ran");
+    redisContext *r = th_redis(0);
+    cr_assert_eq(th_exists(r, name), 0);
+    redisFree(r);
+    free(path);
+    free(old);
+    free(dir);
+    free(script);
+    free(out);
     free(name);
 }
 

@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -141,9 +142,36 @@ static void cloexec_if_new(int fd)
     }
 }
 
+/* The file execvp() would run for name: name itself if it has a '/',
+ * else the first executable regular file of that name on PATH. Returns
+ * name, or buf holding the path, or NULL. */
+static const char *find_in_path(const char *name, char *buf, size_t size)
+{
+    if (strchr(name, '/')) {
+        return name;
+    }
+    const char *p = getenv("PATH");
+    for (p = p ? p : "/bin:/usr/bin";; p++) {
+        size_t n = strcspn(p, ":"); /* an empty entry is the current directory */
+        int len = snprintf(buf, size, "%.*s%s%s", (int)n, p, n ? "/" : "", name);
+        struct stat st;
+        if (len > 0 && (size_t)len < size && stat(buf, &st) == 0 && S_ISREG(st.st_mode) &&
+            access(buf, X_OK) == 0) {
+            return buf;
+        }
+        p += n;
+        if (!*p) {
+            break;
+        }
+    }
+    return NULL;
+}
+
 /* Starts the child with default dispositions and an empty mask: ignored
  * signals (SIGPIPE here) and the mask would otherwise be inherited. Returns
- * 0 or an errno value (glibc's posix_spawnp reports exec failures). */
+ * 0 or an errno value (glibc's posix_spawnp reports exec failures). An
+ * executable file without a "#!" line (ENOEXEC) is run by /bin/sh, as
+ * execvp() and so flock(1) do; glibc's posix_spawnp() no longer does. */
 static int spawn(char **cmd, pid_t *pid)
 {
     each_fd(cloexec_if_new);
@@ -164,6 +192,22 @@ static int spawn(char **cmd, pid_t *pid)
     posix_spawnattr_setsigmask(&at, &none);
     posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
     err = posix_spawnp(pid, cmd[0], NULL, &at, cmd, environ);
+    if (err == ENOEXEC) {
+        char buf[PATH_MAX];
+        const char *file = find_in_path(cmd[0], buf, sizeof buf);
+        size_t n = 0;
+        while (cmd[n]) {
+            n++;
+        }
+        char **sh = file ? calloc(n + 2, sizeof *sh) : NULL;
+        if (sh) {
+            sh[0] = "sh";
+            sh[1] = (char *)file;
+            memcpy(sh + 2, cmd + 1, n * sizeof *sh); /* cmd[1..n-1] and its NULL */
+            err = posix_spawn(pid, "/bin/sh", NULL, &at, sh, environ);
+            free(sh);
+        }
+    }
     posix_spawnattr_destroy(&at);
     return err;
 }
