@@ -123,7 +123,15 @@ Test(badinput, negative_zero_and_enormous_times)
     long long ttl = th_pttl(r, name);
     cr_assert(ttl > RLOCK_MAX_TIME_MS - 60000, "PTTL %lld for a 100-year lease", ttl);
     th_ok(rlock_unlock(l));
+    /* The shortest lease: gone after 1 ms, and the unlock says so. (A
+     * re-entry here would race the expiry.) */
     th_ok(rlock_try_lock(l, RLOCK_WAIT_FOREVER, 1));
+    for (int i = 0; i < 200 && th_exists(r, name); i++) {
+        th_sleep_ms(5);
+    }
+    cr_assert_eq(th_exists(r, name), 0, "a 1 ms lease still held after 1 s");
+    th_assert_status(rlock_unlock(l), RLOCK_ELOST);
+    th_ok(rlock_try_lock(l, RLOCK_WAIT_FOREVER, RLOCK_WATCHDOG));
     th_ok(rlock_try_lock(l, 0, RLOCK_WATCHDOG)); /* re-entry */
     th_ok(rlock_unlock(l));
     th_ok(rlock_unlock(l));
