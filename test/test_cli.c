@@ -5,7 +5,6 @@
 #include "harness.h"
 
 #include <fcntl.h>
-#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +43,19 @@ static char *tpath(const char *file)
 {
     char *p = NULL;
     cr_assert(asprintf(&p, "%s/%s", g_dir, file) > 0);
+    return p;
+}
+
+/* Writes text to a new file of this test's directory with the given
+ * mode; returns its path, which the caller frees. */
+static char *tfile(const char *file, const char *text, mode_t mode)
+{
+    char *p = tpath(file);
+    FILE *f = fopen(p, "w");
+    cr_assert(f != NULL);
+    fputs(text, f);
+    fclose(f);
+    chmod(p, mode);
     return p;
 }
 
@@ -212,12 +224,7 @@ Test(cli, exec_failures_exit_126_and_127_and_release)
 {
     char *name = th_name("cli-exec");
     cr_assert_eq(RUN(NULL, "run", name, "--", "/nonexistent/rlock-no-such-cmd"), 127);
-    char *plain = tpath("not-executable");
-    FILE *f = fopen(plain, "w");
-    cr_assert(f != NULL);
-    fputs("echo should not run\n", f);
-    fclose(f);
-    chmod(plain, 0644);
+    char *plain = tfile("not-executable", "echo should not run\n", 0644);
     cr_assert_eq(RUN(NULL, "run", name, "--", plain), 126);
     redisContext *r = th_redis(0);
     cr_assert_eq(th_exists(r, name), 0);
@@ -232,21 +239,13 @@ Test(cli, script_without_interpreter_line_runs_under_sh)
 {
     char *name = th_name("cli-noshebang");
     char *out = tpath("out");
-    char *script = tpath("noshebang");
-    FILE *f = fopen(script, "w");
-    cr_assert(f != NULL);
-    fputs("echo \"ran $1 $2\" > \"$1\"\nexit 5\n", f);
-    fclose(f);
-    chmod(script, 0755);
+    char *script = tfile("noshebang", "echo \"ran $1 $2\" > \"$1\"\nexit 5\n", 0755);
     cr_assert_eq(RUN(NULL, "run", name, "--", script, out, "x"), 5);
-    char line[PATH_MAX + 16] = "";
-    f = fopen(out, "r");
-    cr_assert(f != NULL);
-    cr_assert(fgets(line, sizeof line, f) != NULL);
-    fclose(f);
-    char want[PATH_MAX + 16];
-    snprintf(want, sizeof want, "ran %s x\n", out);
-    cr_assert_str_eq(line, want);
+    char *got = slurp(out), *want = NULL;
+    cr_assert(asprintf(&want, "ran %s x\n", out) > 0);
+    cr_assert_str_eq(got, want);
+    free(got);
+    free(want);
     unlink(out);
 
     /* By name on PATH. */
