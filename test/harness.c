@@ -19,6 +19,19 @@ int64_t th_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+double th_time_multiplier(void)
+{
+    const char *s = getenv("RLOCK_TEST_TIME_MULTIPLIER");
+    char *end = NULL;
+    double m = s ? strtod(s, &end) : 1.0;
+    return (s && end != s && m > 0) ? m : 1.0;
+}
+
+int64_t th_ms(int64_t ms)
+{
+    return (int64_t)((double)ms * th_time_multiplier());
+}
+
 void th_sleep_ms(int64_t ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};

@@ -86,6 +86,14 @@ char *th_server_url(const th_server *s); /* caller frees */
 int64_t th_now_ms(void);
 void th_sleep_ms(int64_t ms);
 
+/* Test timing scales with one multiplier, RLOCK_TEST_TIME_MULTIPLIER (a
+ * positive number, default 1; the sanitizer and valgrind targets raise it),
+ * as libuv's UV_TEST_TIMEOUT_MULTIPLIER does. th_ms(x) is x times it: use it
+ * for every bound a test waits for, never for a time the library is asked
+ * to keep (a lease, a wait_ms whose expiry is asserted). */
+double th_time_multiplier(void);
+int64_t th_ms(int64_t ms);
+
 /* Runs fn(arg) in a forked child that exits with fn's return value. */
 pid_t th_fork(int (*fn)(void *), void *arg);
 /* Waits for a child; returns its exit status, or 128+signal. */
