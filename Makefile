@@ -22,7 +22,8 @@ SAN_FLAGS  ?=
 ALL_CFLAGS  = $(RL_CFLAGS) $(SAN_FLAGS) $(CPPFLAGS) $(CFLAGS)
 ALL_LDFLAGS = $(SAN_FLAGS) $(LDFLAGS)
 
-LIB_SRC  := $(wildcard src/*.c)
+LIB_SRC  := $(wildcard src/*.c src/*/*.c)
+LIB_HDR  := $(wildcard src/*.h src/*/*.h)
 LIB_OBJ  := $(patsubst src/%.c,$(B)/obj/%.o,$(LIB_SRC)) $(B)/obj/lua_scripts.o
 LUA      := $(wildcard lua/*.lua)
 EX_SRC   := $(wildcard examples/*.c)
@@ -45,11 +46,11 @@ $(B)/lua_scripts.c: $(LUA) scripts/embed-lua.sh
 	@mkdir -p $(B)
 	sh scripts/embed-lua.sh $(LUA) > $@.tmp && mv $@.tmp $@
 
-$(B)/obj/%.o: src/%.c src/internal.h include/rlock.h
-	@mkdir -p $(B)/obj
+$(B)/obj/%.o: src/%.c $(LIB_HDR) include/rlock.h
+	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
-$(B)/obj/lua_scripts.o: $(B)/lua_scripts.c src/internal.h
+$(B)/obj/lua_scripts.o: $(B)/lua_scripts.c $(LIB_HDR)
 	@mkdir -p $(B)/obj
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
@@ -182,7 +183,7 @@ uninstall:
 	  $(DESTDIR)$(PCDIR)/rlock.pc $(DESTDIR)$(BINDIR)/rlock $(DESTDIR)$(MANDIR)/man1/rlock.1
 
 format:
-	clang-format -i include/*.h src/*.c src/*.h test/*.c test/*.h test/lite/*.c test/lite/criterion/*.h examples/*.c tools/*.c bench/*.c
+	clang-format -i include/*.h src/*.c src/*.h src/*/*.c src/*/*.h test/*.c test/*.h test/lite/*.c test/lite/criterion/*.h examples/*.c tools/*.c bench/*.c
 
 clean:
 	rm -rf build build-asan build-tsan build-vg
@@ -209,19 +210,16 @@ FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -Wall -Wextra -Werror -pthread \
               -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
               -Iinclude -Isrc -I$(B)
 
-$(B)/fuzz/fuzz_url: fuzz/fuzz_url.c $(LIB_SRC) $(B)/lua_scripts.c src/internal.h include/rlock.h
-	@mkdir -p $(B)/fuzz
-	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ fuzz/fuzz_url.c $(LIB_SRC) $(B)/lua_scripts.c $(RL_LDLIBS)
+FUZZ_TARGETS := url name replies
 
-$(B)/fuzz/fuzz_name: fuzz/fuzz_name.c $(LIB_SRC) $(B)/lua_scripts.c src/internal.h include/rlock.h
+$(B)/fuzz/fuzz_%: fuzz/fuzz_%.c $(LIB_SRC) $(LIB_HDR) $(B)/lua_scripts.c include/rlock.h
 	@mkdir -p $(B)/fuzz
-	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ fuzz/fuzz_name.c $(filter-out src/lock.c,$(LIB_SRC)) \
-	  $(B)/lua_scripts.c $(RL_LDLIBS)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(LIB_SRC) $(B)/lua_scripts.c $(RL_LDLIBS)
 
 fuzz: deps
 	@sh scripts/deps.sh clang libclang-rt-14-dev
-	$(MAKE) $(B)/fuzz/fuzz_url $(B)/fuzz/fuzz_name
-	@for f in url name; do \
+	$(MAKE) $(patsubst %,$(B)/fuzz/fuzz_%,$(FUZZ_TARGETS))
+	@for f in $(FUZZ_TARGETS); do \
 	  mkdir -p $(B)/fuzz/corpus-$$f; \
 	  echo "=== fuzz_$$f for $(FUZZ_TIME) s"; \
 	  $(B)/fuzz/fuzz_$$f -max_total_time=$(FUZZ_TIME) -timeout=10 -rss_limit_mb=2048 \

@@ -1,9 +1,13 @@
 /* libFuzzer target: lock names. rlock_new() derives the channel and the
  * unlock-latch prefix from any name (spec 0.1: wrap in braces unless the
- * name has a '{'). This file includes src/lock.c to see the handle's fields
- * and drives rlock_new() with a client that has no server: rlock_new()
- * touches none. Built by the fuzz target of the Makefile. */
-#include "../src/lock.c"
+ * name has a '{'), and so does the public rlock_channel_name(). This file
+ * sees the handle's fields through the internal header and drives
+ * rlock_new() with a client that has no server: rlock_new() touches none.
+ * Built by the fuzz target of the Makefile. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
 
 #include <unistd.h>
 
@@ -79,6 +83,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                         ":")) {
             abort();
         }
+        /* The public spelling is the engine's. */
+        size_t need = rlock_channel_name(name, NULL, 0);
+        char *pub = malloc(need + 1);
+        if (!pub || rlock_channel_name(name, pub, need + 1) != l->chanlen ||
+            memcmp(pub, l->channel, l->chanlen + 1) != 0) {
+            abort();
+        }
+        free(pub);
         rlock_free(l);
     }
     if (fake.active != 0) {

@@ -43,9 +43,9 @@ extern "C" {
 #endif
 
 #define RLOCK_VERSION_MAJOR 0
-#define RLOCK_VERSION_MINOR 1
+#define RLOCK_VERSION_MINOR 2
 #define RLOCK_VERSION_PATCH 0
-#define RLOCK_VERSION_STRING "0.1.0"
+#define RLOCK_VERSION_STRING "0.2.0"
 
 typedef struct rlock_client rlock_client; /* one per process; thread-safe */
 typedef struct rlock rlock;               /* a lock name; thread-safe handle */
@@ -63,6 +63,11 @@ typedef enum rlock_status {
     RLOCK_EREDIS = 8,    /* Redis answered with an error reply */
     RLOCK_EPROTO = 9,    /* reply of an unexpected shape */
     RLOCK_ECLOSED = 10,  /* client closing, or used in a fork()ed child */
+    RLOCK_EAUTH = 11,    /* the server refused the password or user (since 0.2) */
+    RLOCK_ECANCELED = 12, /* the wait was cancelled with rlock_cancel_fire() (since 0.2) */
+    RLOCK_EPOOL = 13,    /* no pooled connection became free within
+                            command_timeout_ms: too many threads for
+                            pool_size (since 0.2) */
 } rlock_status;
 
 /* lease_ms value: hold the lock with watchdog_timeout_ms as its lease and
@@ -74,8 +79,16 @@ typedef enum rlock_status {
 #define RLOCK_MAX_TIME_MS ((int64_t)3153600000000)
 
 /* Client configuration. Initialise with rlock_config_init(), then change
- * the fields you need. rlock_client_new() copies it (the url string too). */
+ * the fields you need. rlock_client_new() copies it (the url string too).
+ * The struct grows with new fields at its end; rlock_config_init() records
+ * the size the caller was compiled with, so a program built against an
+ * older header keeps working with a newer library of the same SONAME (the
+ * fields it does not know get their defaults). */
 typedef struct rlock_config {
+    /* sizeof(rlock_config) as the caller was compiled: set by
+     * rlock_config_init(); rlock_client_new() returns RLOCK_EINVAL for a
+     * config that was not initialised by it. */
+    size_t size;
     /* redis://[[user]:password@]host[:port][/db]
      * unix:///path/to/redis.sock[?db=N][&password=P][&user=U]
      * NULL -> redis://127.0.0.1:6379. Percent-escapes (%40) are decoded in
@@ -87,11 +100,17 @@ typedef struct rlock_config {
     int64_t connect_timeout_ms;  /* per connect attempt; 0 -> 2000 */
     int64_t command_timeout_ms;  /* per reply; 0 -> 3000 */
     int64_t watchdog_timeout_ms; /* lease while renewing; 0 -> 30000 */
-    /* Called from the watchdog thread, with no rlock mutex held, when a
-     * renewal finds that a watchdog-mode hold is gone from Redis (expired,
-     * force-unlocked, Redis restarted without the key). The name pointer is
-     * valid only during the call. The callback may call any rlock function
-     * except rlock_client_free() on its own client. */
+    /* Called when a watchdog-mode hold is gone: a renewal found it missing
+     * from Redis (expired, force-unlocked from anywhere, this client
+     * included, Redis restarted without the key), or the thread holding it
+     * exited without unlocking (the hold is no longer renewed and runs out
+     * with its lease). It runs on the client's own callback thread, never
+     * on the renewal path, with no rlock mutex held, one call at a time, in
+     * the order the losses were found. The name pointer is valid only
+     * during the call. It may call any rlock function, block or take long
+     * (renewals carry on meanwhile; later reports queue up), except
+     * rlock_client_free() on its own client. rlock_client_free() waits for
+     * the call in progress and delivers the reports still queued. */
     void (*on_lock_lost)(const char *name, uint64_t thread_id, void *arg);
     void *on_lock_lost_arg;
     /* Most locks renewed by one script call; 0 -> 100 (as Redisson). */
@@ -105,23 +124,36 @@ typedef struct rlock_config {
     int64_t retry_timeout_ms;
 } rlock_config;
 
-/* Fills every field with its default. Never fails; a NULL cfg is ignored. */
-RLOCK_API void rlock_config_init(rlock_config *cfg);
+/* Fills every field with its default. Never fails; a NULL cfg is ignored.
+ * A macro, so that the size the caller was compiled with is recorded;
+ * rlock_config_init_size() is the function behind it. */
+#define rlock_config_init(cfg) rlock_config_init_size((cfg), sizeof(rlock_config))
+RLOCK_API void rlock_config_init_size(rlock_config *cfg, size_t size);
 
 /* Creates a client: parses the URL, opens one command connection and the
  * pub/sub connection (to report a bad address or password now rather than
- * later), and starts the pub/sub and watchdog threads. Blocks for at most
- * about 2 x (connect_timeout_ms + command_timeout_ms). cfg may be NULL for
- * all defaults.
- * Returns RLOCK_OK (and *out), RLOCK_EINVAL (bad URL or field), RLOCK_EIO
- * (cannot connect, AUTH refused, bad db), RLOCK_ETIMEDOUT, RLOCK_ENOMEM. */
+ * later), and starts the pub/sub, watchdog and (with on_lock_lost) callback
+ * threads. Connections are named with CLIENT SETNAME
+ * "rlock:<first 8 characters of the client id>:<host name>:<pid>", so an
+ * operator can tell who holds a lock (CLIENT LIST). Blocks for at most
+ * about 2 x (connect_timeout_ms + 3 x command_timeout_ms). cfg may be NULL
+ * for all defaults. rlock_last_error() says what went wrong in words.
+ * Returns RLOCK_OK (and *out), RLOCK_EINVAL (bad URL or field, a config not
+ * set up by rlock_config_init(), or a db index the server refuses),
+ * RLOCK_EIO (cannot connect), RLOCK_EAUTH (password or user refused, or
+ * the server wants one and none was given), RLOCK_ETIMEDOUT,
+ * RLOCK_ENOMEM. */
 RLOCK_API rlock_status rlock_client_new(const rlock_config *cfg, rlock_client **out);
 
 /* Closes a client: wakes every thread blocked in rlock_lock()/try_lock() on
  * it (they return RLOCK_ECLOSED), waits for calls in progress to return
- * (each at most command_timeout_ms), stops both threads, deletes the unlock
- * latch keys it still had queued, closes the connections and frees
- * everything. Held locks are not unlocked; their leases run out. Call it
+ * (each at most about 2 x command_timeout_ms), delivers the on_lock_lost
+ * reports still queued, stops its threads, settles what earlier calls left
+ * in doubt (an acquire whose reply never came but that ran is released, an
+ * unanswered unlock is sent again with its request id; together at most
+ * about 2 x command_timeout_ms), deletes the unlock latch keys it still had
+ * queued, closes the connections and frees everything. Held locks are not
+ * unlocked; their leases run out. Call it
  * once. rlock_free() touches only the handle, so handles may be freed
  * before or after their client (a thread woken with RLOCK_ECLOSED frees its
  * handle afterwards); no other call may use a handle of a freed client.
@@ -158,11 +190,19 @@ RLOCK_API const char *rlock_name(const rlock *l);
 /* Takes the lock for the calling thread, blocking until it is acquired.
  * lease_ms: RLOCK_WATCHDOG (renewed while held) or 1..RLOCK_MAX_TIME_MS
  * (expires after that, no renewal). Re-entry by the holder succeeds at once
- * and resets the lease. Waiting uses pub/sub: no polling.
- * Returns RLOCK_OK, RLOCK_EINVAL, RLOCK_EIO (connection errors for longer
- * than retry_timeout_ms), RLOCK_ETIMEDOUT (an acquire got no reply; see
+ * and resets the lease. Waiting uses pub/sub: no polling; a waiter retries
+ * at the latest when the holder's lease (as its last attempt saw it) runs
+ * out. Connection errors and replies that say the server cannot run
+ * commands yet (LOADING, BUSY, TRYAGAIN, CLUSTERDOWN, MASTERDOWN) are
+ * retried for up to retry_timeout_ms.
+ * Returns RLOCK_OK, RLOCK_EINVAL, RLOCK_ELOST (a re-entry found that this
+ * thread's outer hold is gone from Redis: nothing was acquired, and the
+ * outer unlock returns RLOCK_ELOST too), RLOCK_EIO (connection errors for
+ * longer than retry_timeout_ms), RLOCK_ETIMEDOUT (an acquire got no reply
+ * and its outcome could not be checked; if it ran after all, this thread's
+ * next call for the name, or rlock_client_free(), releases it; see
  * docs/operations.md), RLOCK_EREDIS (e.g. the key holds another type),
- * RLOCK_EPROTO, RLOCK_ECLOSED, RLOCK_ENOMEM. */
+ * RLOCK_EPROTO, RLOCK_ECLOSED, RLOCK_ENOMEM, RLOCK_EAUTH, RLOCK_EPOOL. */
 RLOCK_API rlock_status rlock_lock(rlock *l, int64_t lease_ms);
 
 /* Like rlock_lock(), but gives up after wait_ms (0: one attempt, no wait;
@@ -171,25 +211,60 @@ RLOCK_API rlock_status rlock_lock(rlock *l, int64_t lease_ms);
  * rlock_lock(). */
 RLOCK_API rlock_status rlock_try_lock(rlock *l, int64_t wait_ms, int64_t lease_ms);
 
+/* A cancellation token: rlock_cancel_fire() interrupts every rlock_lock_ex()
+ * waiting with it, from any thread (a signal handler excluded). */
+typedef struct rlock_cancel rlock_cancel;
+
+/* Creates a token, not cancelled. RLOCK_OK, RLOCK_EINVAL, RLOCK_ENOMEM. */
+RLOCK_API rlock_status rlock_cancel_new(rlock_cancel **out);
+/* Cancels: every call waiting with the token returns RLOCK_ECANCELED within
+ * about command_timeout_ms (at once when it is asleep; after the command in
+ * flight otherwise), without the lock. The token stays cancelled, and later
+ * calls with it return RLOCK_ECANCELED at once, until rlock_cancel_reset().
+ * Never blocks on Redis; NULL is a no-op. */
+RLOCK_API void rlock_cancel_fire(rlock_cancel *t);
+/* Makes the token usable again. */
+RLOCK_API void rlock_cancel_reset(rlock_cancel *t);
+/* Whether the token is cancelled. False for NULL. */
+RLOCK_API bool rlock_cancel_is_set(const rlock_cancel *t);
+/* Frees a token no call is using any more. NULL is a no-op. */
+RLOCK_API void rlock_cancel_free(rlock_cancel *t);
+
+/* rlock_try_lock() with the extras: cancel (may be NULL) interrupts the
+ * wait (RLOCK_ECANCELED); on RLOCK_EBUSY, *holder_ttl_ms (may be NULL) is
+ * the holder's remaining lease as the last attempt saw it, in ms (-1: the
+ * key has no expiry), at no extra round trip. wait_ms as rlock_try_lock()
+ * (RLOCK_WAIT_FOREVER: like rlock_lock()). Returns every status of
+ * rlock_try_lock() and RLOCK_ECANCELED. */
+RLOCK_API rlock_status rlock_lock_ex(rlock *l, int64_t wait_ms, int64_t lease_ms,
+                                     rlock_cancel *cancel, int64_t *holder_ttl_ms);
+
 /* Releases one hold of the calling thread. The last release deletes the key
  * and publishes "0" on the lock's channel, which wakes one waiter in every
  * process. A partial release resets the TTL to the hold's lease (the
  * watchdog timeout, or the last explicit lease). One round trip; after a
  * transport error it is sent once more with the same request id (the
- * unlock latch makes that safe), so it blocks for at most about twice
- * command_timeout_ms. Returns RLOCK_OK, RLOCK_ENOTOWNER (this thread holds
- * no hold on it; Redis unchanged), RLOCK_ELOST (this thread held it but the
- * lease ran out or it was force-unlocked; the hold is forgotten), RLOCK_EIO
- * and RLOCK_ETIMEDOUT (outcome unknown: the hold is still counted, and if
- * the release did happen the next unlock reports RLOCK_ELOST), RLOCK_EREDIS,
- * RLOCK_EPROTO, RLOCK_ECLOSED, RLOCK_EINVAL. */
+ * unlock latch makes that safe), and replies that say the server cannot
+ * run it yet (LOADING, BUSY, ...) are retried, for at most about
+ * 2 x command_timeout_ms in all.
+ * Returns RLOCK_OK, RLOCK_ENOTOWNER (this thread holds no hold on it;
+ * Redis unchanged), RLOCK_ELOST (this thread held it but the lease ran out
+ * or it was force-unlocked; the hold is forgotten), RLOCK_EIO,
+ * RLOCK_ETIMEDOUT, RLOCK_EREDIS (outcome unknown: the hold is still
+ * counted, but a last hold is no longer renewed; this request's id is
+ * kept, and this thread's next unlock of the name sends that same request
+ * again, so a retry releases exactly one hold, never two; its next lock
+ * of the name first settles it the same way), RLOCK_EPROTO, RLOCK_ECLOSED,
+ * RLOCK_EINVAL, RLOCK_EAUTH, RLOCK_EPOOL. */
 RLOCK_API rlock_status rlock_unlock(rlock *l);
 
 /* Deletes the lock whoever holds it, and publishes "0" if it was held.
  * *was_locked (may be NULL) tells whether there was a lock to delete.
- * Holders in this client are forgotten (their watchdog stops, their next
- * unlock returns RLOCK_ELOST); holders elsewhere find out at their next
- * renewal or unlock. One round trip, at most command_timeout_ms.
+ * Holders find out from Redis itself, in this client as elsewhere: at their
+ * next renewal (on_lock_lost), unlock or re-entry (RLOCK_ELOST). A thread
+ * of this client that acquires the lock after the delete keeps it. One
+ * round trip, at most command_timeout_ms (and transient replies retried
+ * within it).
  * Returns RLOCK_OK, RLOCK_EINVAL, RLOCK_EIO, RLOCK_ETIMEDOUT, RLOCK_EREDIS,
  * RLOCK_EPROTO, RLOCK_ECLOSED, RLOCK_ENOMEM. */
 RLOCK_API rlock_status rlock_force_unlock(rlock *l, bool *was_locked);
@@ -239,6 +314,28 @@ RLOCK_API const char *rlock_status_name(rlock_status s);
 
 /* The library version, "major.minor.patch". */
 RLOCK_API const char *rlock_version(void);
+
+/* What went wrong in the calling thread's last rlock call that failed, in
+ * words: the server's own error text (e.g. "WRONGPASS invalid
+ * username-password pair or user is disabled.", "ERR DB index is out of
+ * range"), or what the library saw ("connect to 127.0.0.1:6380: Connection
+ * refused", "no reply within 3000 ms"). Never contains a password. "" when
+ * no call of this thread failed yet. Statuses stay the contract; this text
+ * is for people and logs, and may change. The pointer is valid until this
+ * thread's next rlock call. */
+RLOCK_API const char *rlock_last_error(void);
+
+/* Redis key and channel names derived from a lock name (spec 0.1), for
+ * tools and tests: each writes a NUL-terminated name into buf when it fits
+ * in size bytes, and returns its length without the NUL (as snprintf), so
+ * a caller can size buf. buf may be NULL when size is 0.
+ * rlock_prefixed_name(): prefix + ":" + name, with name wrapped in braces
+ * unless it already holds a '{' (so every derived key shares the name's
+ * cluster slot). rlock_channel_name(): the lock's pub/sub channel,
+ * "redisson_lock__channel:{name}". Return 0 for a NULL or empty name. */
+RLOCK_API size_t rlock_prefixed_name(const char *prefix, const char *name, char *buf,
+                                     size_t size);
+RLOCK_API size_t rlock_channel_name(const char *name, char *buf, size_t size);
 
 #ifdef __cplusplus
 }

@@ -225,15 +225,19 @@ static void server_spawn(th_server *s)
     s->pid = pid;
 }
 
-static int server_ready(int port)
+/* Ready when the server on port answers and is the one we spawned: a
+ * server of another test on a colliding port answers PING too. */
+static int server_ready(int port, pid_t pid)
 {
     struct timeval tv = {1, 0};
     redisContext *r = redisConnectWithTimeout("127.0.0.1", port, tv);
     int ok = 0;
     if (r && !r->err) {
         redisSetTimeout(r, tv);
-        redisReply *rep = redisCommand(r, "PING");
-        ok = rep && rep->type == REDIS_REPLY_STATUS;
+        redisReply *rep = redisCommand(r, "INFO server");
+        char want[40];
+        snprintf(want, sizeof want, "process_id:%ld\r\n", (long)pid);
+        ok = rep && rep->type == REDIS_REPLY_STRING && strstr(rep->str, want) != NULL;
         if (rep) {
             freeReplyObject(rep);
         }
@@ -247,7 +251,7 @@ static int server_ready(int port)
 static int wait_ready(th_server *s)
 {
     for (int i = 0; i < 100; i++) {
-        if (server_ready(s->port)) {
+        if (server_ready(s->port, s->pid)) {
             return 1;
         }
         int st;

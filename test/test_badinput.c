@@ -305,16 +305,21 @@ Test(badinput, unreachable_endpoints_give_eio)
     char u1[64], u2[] = "unix:///nonexistent/rlock-test/redis.sock";
     snprintf(u1, sizeof u1, "redis://127.0.0.1:%d", closed_port());
     /* A syntactically fine but unused db number on a live server: SELECT
-     * refuses it. */
+     * refuses it, which is a configuration error (RLOCK_EINVAL) with the
+     * server's own words in the error detail. */
     char u3[80];
     snprintf(u3, sizeof u3, "%s/100000", th_url());
     const char *urls[] = {u1, u2, u3};
+    const rlock_status want[] = {RLOCK_EIO, RLOCK_EIO, RLOCK_EINVAL};
+    const char *detail[] = {"connect to 127.0.0.1:", "connect to /nonexistent/", "SELECT 100000: ERR"};
     for (size_t i = 0; i < 3; i++) {
         int64_t took;
         rlock_status st = try_url(urls[i], &took);
-        cr_expect_eq(st, RLOCK_EIO, "%s: expected RLOCK_EIO, got %s", urls[i],
+        cr_expect_eq(st, want[i], "%s: expected %s, got %s", urls[i], rlock_status_name(want[i]),
                      rlock_status_name(st));
-        cr_expect(took < 3000, "%s took %lld ms", urls[i], (long long)took);
+        cr_expect(strstr(rlock_last_error(), detail[i]) != NULL, "%s: detail \"%s\"", urls[i],
+                  rlock_last_error());
+        cr_expect(took < th_ms(3000), "%s took %lld ms", urls[i], (long long)took);
     }
     /* Valid forms of the same server do work. */
     char ok1[80], ok2[80];
@@ -392,13 +397,13 @@ Test(badauth, passwords_and_acl_users)
         const char *fmt;
         rlock_status want;
     } bad[] = {
-        {"redis://:wrong@127.0.0.1:%d", RLOCK_EIO},
-        {"redis://alice:wrong@127.0.0.1:%d", RLOCK_EIO},
-        {"redis://nobody:s3cret@127.0.0.1:%d", RLOCK_EIO},
+        {"redis://:wrong@127.0.0.1:%d", RLOCK_EAUTH},
+        {"redis://alice:wrong@127.0.0.1:%d", RLOCK_EAUTH},
+        {"redis://nobody:s3cret@127.0.0.1:%d", RLOCK_EAUTH},
         /* No password for a server that requires one: the header promises
          * that rlock_client_new() reports a refused login itself. */
-        {"redis://127.0.0.1:%d", RLOCK_EIO},
-        {"redis://:@127.0.0.1:%d", RLOCK_EIO},
+        {"redis://127.0.0.1:%d", RLOCK_EAUTH},
+        {"redis://:@127.0.0.1:%d", RLOCK_EAUTH},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         snprintf(u, sizeof u, bad[i].fmt, srv.port);
@@ -408,6 +413,11 @@ Test(badauth, passwords_and_acl_users)
         }
         cr_expect_eq(st, bad[i].want, "%s: expected %s, got %s", u, rlock_status_name(bad[i].want),
                      rlock_status_name(st));
+        /* The server's own words, never the password. */
+        cr_expect(strstr(rlock_last_error(), "WRONGPASS") || strstr(rlock_last_error(), "NOAUTH"),
+                  "%s: detail \"%s\"", u, rlock_last_error());
+        cr_expect(!strstr(rlock_last_error(), "wrong") && !strstr(rlock_last_error(), "s3cret"),
+                  "%s: detail \"%s\" shows the password", u, rlock_last_error());
     }
 
     snprintf(u, sizeof u, "redis://:p%%40ss%%20w%%3Ard@127.0.0.1:%d", srv.port);
@@ -683,9 +693,10 @@ Test(badinput, status_strings_for_every_value)
     static const char *names[] = {
         "RLOCK_OK",        "RLOCK_EINVAL", "RLOCK_ENOMEM",  "RLOCK_EBUSY",
         "RLOCK_ENOTOWNER", "RLOCK_ELOST",  "RLOCK_EIO",     "RLOCK_ETIMEDOUT",
-        "RLOCK_EREDIS",    "RLOCK_EPROTO", "RLOCK_ECLOSED",
+        "RLOCK_EREDIS",    "RLOCK_EPROTO", "RLOCK_ECLOSED", "RLOCK_EAUTH",
+        "RLOCK_ECANCELED", "RLOCK_EPOOL",
     };
-    for (int s = 0; s <= RLOCK_ECLOSED; s++) {
+    for (int s = 0; s <= RLOCK_EPOOL; s++) {
         cr_assert_str_eq(rlock_status_name((rlock_status)s), names[s]);
         const char *e = rlock_strerror((rlock_status)s);
         cr_assert(e != NULL && e[0] != '\0');
@@ -694,7 +705,7 @@ Test(badinput, status_strings_for_every_value)
                               names[s], names[t]);
         }
     }
-    const int unknown[] = {11, 12, 100, -1, -100, INT_MAX, INT_MIN};
+    const int unknown[] = {14, 15, 100, -1, -100, INT_MAX, INT_MIN};
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
         rlock_status s = (rlock_status)unknown[i];
         cr_assert_str_eq(rlock_status_name(s), "RLOCK_UNKNOWN", "value %d", unknown[i]);

@@ -6,9 +6,17 @@
  *
  * One entry per channel is shared by all local waiters of that lock name.
  * Waiters queue in arrival order; a "0" message wakes the oldest waiter that
- * is not already awake, "1" wakes them all, and a message that finds no one
- * to wake is kept as a permit for the next waiter to go to sleep (so a
- * release that lands between a failed attempt and the sleep is not lost).
+ * is not already awake (RLOCK__WAKE_ONE kinds), "1" wakes them all, and a
+ * message that finds no one to wake is kept as a permit for the next waiter
+ * to go to sleep (so a release that lands between a failed attempt and the
+ * sleep is not lost). A waiter that got a wake-up and leaves without using
+ * it (its wait ran out, it was cancelled, its attempt failed for another
+ * reason than "held elsewhere") passes it on, or the next one would sleep
+ * through a free lock.
+ *
+ * The mutex is never held across a system call on the connection: the
+ * thread formats (un)subscribes under it and sends them after, with
+ * MSG_NOSIGNAL.
  * After a reconnect every channel is subscribed again and every waiter is
  * woken to retry, since messages may have been missed while down.
  *
@@ -23,6 +31,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -36,7 +45,9 @@
 typedef struct rlock__waiter {
     struct rlock__waiter *next, *prev;
     pthread_cond_t cv;
-    bool woken;
+    bool woken; /* a wake-up arrived since it last slept */
+    bool owes;  /* it holds a release's wake-up that no attempt used yet */
+    rlock_cancel *cancel;
 } rlock__waiter;
 
 struct rlock__chan {
@@ -46,7 +57,8 @@ struct rlock__chan {
     int refs;
     int64_t permits;
     int64_t idle_since;
-    int64_t hint_until; /* latest lease end a local waiter slept towards */
+    int64_t hint_until; /* holder's lease end as the latest failed attempt saw it */
+    rlock__wake wake;
     rlock__waiter *head, *tail;
     pthread_cond_t sub_cv; /* subscription confirmed or state reset */
     uint64_t gen;          /* bumped on reconnect and close */
@@ -80,6 +92,7 @@ static void wake_one(rlock__chan *ch)
     for (rlock__waiter *w = ch->head; w; w = w->next) {
         if (!w->woken) {
             w->woken = true;
+            w->owes = true;
             pthread_cond_signal(&w->cv);
             return;
         }
@@ -89,14 +102,22 @@ static void wake_one(rlock__chan *ch)
     }
 }
 
-static void wake_all(rlock__chan *ch)
+/* Wakes everyone: for a release (owes: each must retry), or for a reset
+ * or close (they retry anyway, owing nothing). */
+static void wake_all_as(rlock__chan *ch, bool release)
 {
     for (rlock__waiter *w = ch->head; w; w = w->next) {
         w->woken = true;
+        w->owes = w->owes || release;
         pthread_cond_signal(&w->cv);
     }
     ch->gen++;
     pthread_cond_broadcast(&ch->sub_cv);
+}
+
+static void wake_all(rlock__chan *ch)
+{
+    wake_all_as(ch, false);
 }
 
 static void free_chan(rlock_client *c, rlock__chan *ch)
@@ -109,65 +130,103 @@ static void free_chan(rlock_client *c, rlock__chan *ch)
 
 /* ---- API for waiting threads ----------------------------------------- */
 
-rlock_status rlock__chan_ref(rlock_client *c, const char *channel, size_t len, rlock__chan **out)
+/* Takes a reference on channel's entry, subscribing if it is the first.
+ * Called with ps_mu held. */
+static rlock_status chan_ref(rlock_client *c, const char *channel, size_t len, rlock__chan **out)
 {
-    pthread_mutex_lock(&c->ps_mu);
     if (c->ps_stop) {
-        pthread_mutex_unlock(&c->ps_mu);
-        return RLOCK_ECLOSED;
+        return rlock__fail(RLOCK_ECLOSED, "the client is closing");
     }
     rlock__chan *ch = (rlock__chan *)rlock__map_get(&c->chans, channel, len);
     if (!ch) {
         ch = calloc(1, sizeof *ch + len + 1);
         if (!ch) {
-            pthread_mutex_unlock(&c->ps_mu);
-            return RLOCK_ENOMEM;
+            return rlock__fail(RLOCK_ENOMEM, "out of memory for a subscription");
         }
         ch->name = (char *)(ch + 1);
         memcpy(ch->name, channel, len);
         ch->len = len;
         ch->node.key = ch->name;
         ch->node.keylen = len;
+        if (rlock__map_put(&c->chans, &ch->node) != RLOCK_OK) {
+            free(ch);
+            return rlock__fail(RLOCK_ENOMEM, "out of memory for a subscription");
+        }
         rlock__cond_init(&ch->sub_cv);
-        rlock__map_put(&c->chans, &ch->node);
     }
     if (ch->refs++ == 0) {
         /* Messages kept while nobody waited are stale: the first waiter
          * retries after subscribing anyway. */
         ch->permits = 0;
+        ch->hint_until = -1;
         if (!ch->sent_sub) {
             mark_dirty(c, ch);
         }
     }
     *out = ch;
-    pthread_mutex_unlock(&c->ps_mu);
     return RLOCK_OK;
 }
 
-void rlock__chan_unref(rlock_client *c, rlock__chan *ch)
+static rlock_status waiter_status(rlock_client *c, rlock__waiter *w)
 {
-    pthread_mutex_lock(&c->ps_mu);
-    if (--ch->refs == 0) {
-        ch->idle_since = rlock__now_ms();
+    if (c->ps_stop) {
+        return rlock__fail(RLOCK_ECLOSED, "the client is closing");
     }
-    pthread_mutex_unlock(&c->ps_mu);
+    if (rlock__cancelled(w->cancel)) {
+        return rlock__fail(RLOCK_ECANCELED, "the wait was cancelled");
+    }
+    return RLOCK_OK;
 }
 
-rlock_status rlock__chan_wait_subscribed(rlock_client *c, rlock__chan *ch, int64_t deadline_ms)
+rlock_status rlock__chan_wait_subscribed(rlock_client *c, rlock__chan *ch, rlock__waiter *w,
+                                         int64_t deadline_ms)
 {
     rlock_status st = RLOCK_OK;
     pthread_mutex_lock(&c->ps_mu);
-    while (!ch->confirmed && !c->ps_stop) {
+    while (!ch->confirmed && (st = waiter_status(c, w)) == RLOCK_OK) {
         if (!rlock__cond_wait_until(&ch->sub_cv, &c->ps_mu, deadline_ms)) {
             st = RLOCK_ETIMEDOUT;
             break;
         }
     }
-    if (c->ps_stop) {
-        st = RLOCK_ECLOSED;
+    if (st == RLOCK_OK || st == RLOCK_ETIMEDOUT) {
+        rlock_status ws = waiter_status(c, w);
+        st = ws != RLOCK_OK ? ws : st;
     }
     pthread_mutex_unlock(&c->ps_mu);
     return st;
+}
+
+void rlock__chan_cancel(rlock_client *c, rlock__chan *ch, rlock__waiter *w)
+{
+    pthread_mutex_lock(&c->ps_mu);
+    pthread_cond_signal(&w->cv);
+    pthread_cond_broadcast(&ch->sub_cv);
+    pthread_mutex_unlock(&c->ps_mu);
+}
+
+void rlock__waiter_set_cancel(rlock__waiter *w, rlock_cancel *t)
+{
+    w->cancel = t; /* before the waiter sleeps; read under ps_mu after */
+}
+
+void rlock__chan_saw_lease(rlock_client *c, rlock__chan *ch, rlock__waiter *w, int64_t until_ms)
+{
+    (void)w;
+    pthread_mutex_lock(&c->ps_mu);
+    /* Replaced, never stretched: a hint is only as good as the latest
+     * attempt. (Keeping the longest lease ever seen made newcomers sleep
+     * through a short one.) */
+    ch->hint_until = until_ms;
+    pthread_mutex_unlock(&c->ps_mu);
+}
+
+void rlock__chan_used_wake(rlock_client *c, rlock__chan *ch, rlock__waiter *w)
+{
+    (void)ch;
+    pthread_mutex_lock(&c->ps_mu);
+    w->owes = false;
+    pthread_mutex_unlock(&c->ps_mu);
 }
 
 bool rlock__chan_queued(rlock_client *c, const char *channel, size_t len)
@@ -179,15 +238,25 @@ bool rlock__chan_queued(rlock_client *c, const char *channel, size_t len)
     return queued;
 }
 
-rlock_status rlock__chan_join(rlock_client *c, rlock__chan *ch, rlock__waiter **out,
+rlock_status rlock__chan_join(rlock_client *c, const char *channel, size_t len,
+                              rlock__wake wake, rlock__chan **out_ch, rlock__waiter **out_w,
                               bool *queued_behind, int64_t *hint_until)
 {
     rlock__waiter *w = calloc(1, sizeof *w);
     if (!w) {
-        return RLOCK_ENOMEM;
+        return rlock__fail(RLOCK_ENOMEM, "out of memory for a waiter");
     }
     rlock__cond_init(&w->cv);
     pthread_mutex_lock(&c->ps_mu);
+    rlock__chan *ch = NULL;
+    rlock_status st = chan_ref(c, channel, len, &ch);
+    if (st != RLOCK_OK) {
+        pthread_mutex_unlock(&c->ps_mu);
+        pthread_cond_destroy(&w->cv);
+        free(w);
+        return st;
+    }
+    ch->wake = wake;
     *queued_behind = ch->head != NULL;
     *hint_until = ch->head ? ch->hint_until : -1;
     w->prev = ch->tail;
@@ -198,11 +267,13 @@ rlock_status rlock__chan_join(rlock_client *c, rlock__chan *ch, rlock__waiter **
     }
     ch->tail = w;
     pthread_mutex_unlock(&c->ps_mu);
-    *out = w;
+    *out_ch = ch;
+    *out_w = w;
     return RLOCK_OK;
 }
 
-void rlock__chan_leave(rlock_client *c, rlock__chan *ch, rlock__waiter *w, bool acquired)
+void rlock__chan_leave(rlock_client *c, rlock__chan *ch, rlock__waiter *w, bool acquired,
+                       int64_t lease_end_ms)
 {
     pthread_mutex_lock(&c->ps_mu);
     if (w->prev) {
@@ -215,10 +286,18 @@ void rlock__chan_leave(rlock_client *c, rlock__chan *ch, rlock__waiter *w, bool 
     } else {
         ch->tail = w->prev;
     }
-    /* A waiter that was woken and leaves without the lock passes the
-     * wake-up on, or the next waiter could sleep through a free lock. */
-    if (!acquired && w->woken) {
+    /* A waiter that holds an unused wake-up and leaves without the lock
+     * passes it on, or the next waiter could sleep through a free lock. */
+    if (!acquired && w->owes) {
         wake_one(ch);
+    }
+    if (acquired) {
+        /* The lock changed hands here: the waiters behind now wait for this
+         * lease, not for the one they last saw (which may be far longer). */
+        ch->hint_until = lease_end_ms;
+        for (rlock__waiter *x = ch->head; x; x = x->next) {
+            pthread_cond_signal(&x->cv);
+        }
     }
     if (--ch->refs == 0) {
         ch->idle_since = rlock__now_ms();
@@ -232,20 +311,22 @@ rlock_status rlock__chan_sleep(rlock_client *c, rlock__chan *ch, rlock__waiter *
                                int64_t deadline_ms)
 {
     pthread_mutex_lock(&c->ps_mu);
-    if (deadline_ms > ch->hint_until) {
-        ch->hint_until = deadline_ms;
-    }
     if (!w->woken && ch->permits > 0) {
         ch->permits--;
         w->woken = true;
+        w->owes = true;
     }
-    while (!w->woken && !c->ps_stop) {
-        if (!rlock__cond_wait_until(&w->cv, &c->ps_mu, deadline_ms)) {
+    rlock_status st;
+    while (!w->woken && (st = waiter_status(c, w)) == RLOCK_OK) {
+        /* At the latest when the holder's lease ends as this process last
+         * saw it: the hint may shorten while this waiter sleeps. */
+        int64_t until = rlock__min_deadline(deadline_ms, ch->hint_until);
+        if (!rlock__cond_wait_until(&w->cv, &c->ps_mu, until)) {
             break;
         }
     }
     w->woken = false;
-    rlock_status st = c->ps_stop ? RLOCK_ECLOSED : RLOCK_OK;
+    st = waiter_status(c, w);
     pthread_mutex_unlock(&c->ps_mu);
     return st;
 }
@@ -303,8 +384,47 @@ static void sweep_one(rlock__map_node *n, void *arg)
     }
 }
 
-/* Appends the (un)subscribes the dirty entries need. ps_mu held. */
-static void flush_dirty(rlock_client *c, redisContext *ctx)
+/* Bytes formatted under ps_mu and sent by the thread without it. */
+typedef struct outbuf {
+    char *buf;
+    size_t len, cap;
+} outbuf;
+
+static bool out_append(outbuf *o, const char *p, size_t n)
+{
+    if (o->len + n > o->cap) {
+        size_t cap = (o->len + n) * 2;
+        char *b = realloc(o->buf, cap);
+        if (!b) {
+            return false;
+        }
+        o->buf = b;
+        o->cap = cap;
+    }
+    memcpy(o->buf + o->len, p, n);
+    o->len += n;
+    return true;
+}
+
+/* Sends what it can without blocking; false when the link is broken. */
+static bool out_send(outbuf *o, int fd)
+{
+    while (o->len > 0) {
+        ssize_t n = send(fd, o->buf, o->len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+            memmove(o->buf, o->buf + n, o->len - (size_t)n);
+            o->len -= (size_t)n;
+        } else if (n < 0 && errno == EINTR) {
+            continue;
+        } else {
+            return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+        }
+    }
+    return true;
+}
+
+/* Formats the (un)subscribes the dirty entries need. ps_mu held. */
+static void flush_dirty(rlock_client *c, outbuf *o)
 {
     while (c->dirty) {
         rlock__chan *ch = c->dirty;
@@ -316,7 +436,14 @@ static void flush_dirty(rlock_client *c, redisContext *ctx)
         }
         const char *argv[2] = {want ? "SUBSCRIBE" : "UNSUBSCRIBE", ch->name};
         size_t lens[2] = {want ? 9u : 11u, ch->len};
-        if (redisAppendCommandArgv(ctx, 2, argv, lens) != REDIS_OK) {
+        char *cmd = NULL;
+        long long n = redisFormatCommandArgv(&cmd, 2, argv, lens);
+        bool ok = n > 0 && cmd && out_append(o, cmd, (size_t)n);
+        if (cmd) {
+            redisFreeCommand(cmd);
+        }
+        if (!ok) {
+            mark_dirty(c, ch); /* out of memory: try again next turn */
             return;
         }
         ch->sent_sub = want;
@@ -325,7 +452,7 @@ static void flush_dirty(rlock_client *c, redisContext *ctx)
     }
 }
 
-static void on_reply(rlock_client *c, redisReply *r)
+void rlock__pubsub_on_reply(rlock_client *c, const redisReply *r)
 {
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
         r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING) {
@@ -340,8 +467,9 @@ static void on_reply(rlock_client *c, redisReply *r)
     if (strcmp(kind, "message") == 0) {
         rlock__stat_add(c, RLOCK_STAT_WAKEUPS, 1);
         const redisReply *m = r->element[2];
-        if (m->type == REDIS_REPLY_STRING && m->len == 1 && m->str[0] == '1') {
-            wake_all(ch);
+        if ((m->type == REDIS_REPLY_STRING && m->len == 1 && m->str[0] == '1') ||
+            ch->wake == RLOCK__WAKE_ALL) {
+            wake_all_as(ch, true);
         } else {
             wake_one(ch);
         }
@@ -373,6 +501,7 @@ static void *pubsub_main(void *arg)
     rlock_client *c = arg;
     redisContext *ctx = c->ps_ctx; /* opened by rlock__pubsub_start() */
     int64_t backoff = 0, retry_at = 0, next_sweep = rlock__now_ms() + SWEEP_MS;
+    outbuf out = {NULL, 0, 0};
 
     pthread_mutex_lock(&c->ps_mu);
     while (!c->ps_stop) {
@@ -404,19 +533,16 @@ static void *pubsub_main(void *arg)
         }
         bool broken = false;
         if (ctx) {
-            flush_dirty(c, ctx);
-            int done = 0;
-            while (!done && !ctx->err) {
-                if (redisBufferWrite(ctx, &done) != REDIS_OK) {
-                    break;
-                }
-            }
-            broken = ctx->err != 0;
+            flush_dirty(c, &out);
         }
         pthread_mutex_unlock(&c->ps_mu);
 
+        if (ctx) {
+            broken = !out_send(&out, ctx->fd);
+        }
         if (!broken) {
-            struct pollfd pfd[2] = {{c->wake_pipe[0], POLLIN, 0}, {ctx ? ctx->fd : -1, POLLIN, 0}};
+            short events = POLLIN | (out.len > 0 ? POLLOUT : 0);
+            struct pollfd pfd[2] = {{c->wake_pipe[0], POLLIN, 0}, {ctx ? ctx->fd : -1, events, 0}};
             int64_t until = ctx ? next_sweep : retry_at;
             int timeout = (int)(until - rlock__now_ms());
             if (timeout < 0) {
@@ -439,7 +565,7 @@ static void *pubsub_main(void *arg)
         if (ctx && !broken) {
             void *rep = NULL;
             while (redisGetReplyFromReader(ctx, &rep) == REDIS_OK && rep) {
-                on_reply(c, rep);
+                rlock__pubsub_on_reply(c, rep);
                 freeReplyObject(rep);
                 rep = NULL;
             }
@@ -449,6 +575,7 @@ static void *pubsub_main(void *arg)
             c->ps_ctx = NULL; /* before the free: a fork() in between leaks, never frees twice */
             redisFree(ctx);
             ctx = NULL;
+            out.len = 0;
             retry_at = 0;
             /* Wake every waiter: they retry now and then sleep on the TTL
              * until the subscription is back. */
@@ -460,6 +587,7 @@ static void *pubsub_main(void *arg)
     if (ctx) {
         redisFree(ctx);
     }
+    free(out.buf);
     return NULL;
 }
 
@@ -483,7 +611,7 @@ rlock_status rlock__pubsub_start(rlock_client *c)
         st = RLOCK_ENOMEM;
         goto fail_pipe;
     }
-    if (pthread_create(&c->ps_thread, NULL, pubsub_main, c) != 0) {
+    if (rlock__thread_start(&c->ps_thread, pubsub_main, c) != 0) {
         st = RLOCK_ENOMEM;
         goto fail_thread;
     }

@@ -45,3 +45,21 @@ bool rlock__cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t dea
     rlock__deadline_ts(deadline_ms, &ts);
     return pthread_cond_timedwait(cv, mu, &ts) != ETIMEDOUT;
 }
+
+int64_t rlock__min_deadline(int64_t a, int64_t b)
+{
+    if (a < 0) {
+        return b;
+    }
+    if (b < 0) {
+        return a;
+    }
+    return a < b ? a : b;
+}
+
+void rlock__sleep_ms(int64_t ms)
+{
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}

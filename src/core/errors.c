@@ -1,5 +1,10 @@
 /* Status names and sentences: constant strings for every value, unknown
- * values included, so a caller can always print what it got. */
+ * values included, so a caller can always print what it got. And the error
+ * detail: per thread, since a client is shared by threads and one thread's
+ * failure must not overwrite what another is about to print. */
+#include <stdarg.h>
+#include <stdio.h>
+
 #include "internal.h"
 
 static const struct {
@@ -17,6 +22,9 @@ static const struct {
     [RLOCK_EREDIS] = {"RLOCK_EREDIS", "Redis answered with an error"},
     [RLOCK_EPROTO] = {"RLOCK_EPROTO", "unexpected reply from Redis"},
     [RLOCK_ECLOSED] = {"RLOCK_ECLOSED", "client is closing or was inherited across fork()"},
+    [RLOCK_EAUTH] = {"RLOCK_EAUTH", "the Redis server refused the password or user"},
+    [RLOCK_ECANCELED] = {"RLOCK_ECANCELED", "the wait was cancelled"},
+    [RLOCK_EPOOL] = {"RLOCK_EPOOL", "no connection of the pool became free in time"},
 };
 
 #define NSTATUS (sizeof table / sizeof table[0])
@@ -40,4 +48,25 @@ RLOCK_API const char *rlock_status_name(rlock_status s)
 RLOCK_API const char *rlock_version(void)
 {
     return RLOCK_VERSION_STRING;
+}
+
+static __thread char last_error[256];
+
+rlock_status rlock__fail(rlock_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+void rlock__error_clear(void)
+{
+    last_error[0] = '\0';
+}
+
+RLOCK_API const char *rlock_last_error(void)
+{
+    return last_error;
 }

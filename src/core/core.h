@@ -1,0 +1,196 @@
+/* core: what every layer shares. Time, a byte-keyed map, statuses and
+ * error detail, names derived from a lock name, request ids, thread ids,
+ * the URL, and the hold registry. Nothing here talks to Redis. */
+#ifndef RLOCK_CORE_H
+#define RLOCK_CORE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "rlock.h"
+
+struct rlock_client;
+
+/* Connections are made lazily, so a large pool costs nothing until that
+ * many threads talk to Redis at once; then it saves them queueing. */
+#define RLOCK__DEFAULT_POOL 32
+#define RLOCK__DEFAULT_CONNECT_MS 2000
+#define RLOCK__DEFAULT_COMMAND_MS 3000
+#define RLOCK__DEFAULT_WATCHDOG_MS 30000
+#define RLOCK__DEFAULT_BATCH 100
+#define RLOCK__DEFAULT_SUBSCRIBE_MS 7500
+#define RLOCK__DEFAULT_RETRY_MS 30000
+/* Redisson's latch TTL is 16-20 s with its defaults; a fixed 20 s covers our
+ * own retries (spec 0.3). */
+#define RLOCK__LATCH_TTL_MS 20000
+/* An unanswered unlock is resent with its own request id only while its
+ * latch can still be there; later, the hold count in Redis decides. */
+#define RLOCK__LATCH_TRUST_MS 15000
+
+/* ---- time (time.c) --------------------------------------------------- */
+
+/* CLOCK_MONOTONIC in ms: never jumps with wall-clock changes. */
+int64_t rlock__now_ms(void);
+void rlock__deadline_ts(int64_t deadline_ms, struct timespec *ts);
+/* A condvar on CLOCK_MONOTONIC. */
+int rlock__cond_init(pthread_cond_t *cv);
+/* Waits on cv until deadline_ms (monotonic ms; < 0: no deadline). Returns
+ * false when the deadline passed. */
+bool rlock__cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadline_ms);
+/* The earlier of two deadlines, where < 0 means none. */
+int64_t rlock__min_deadline(int64_t a, int64_t b);
+void rlock__sleep_ms(int64_t ms);
+
+/* ---- string map (map.c): chained hash table keyed by bytes ------------- */
+
+typedef struct rlock__map_node {
+    struct rlock__map_node *next;
+    uint64_t hash;
+    size_t keylen;
+    const char *key; /* owned by the containing object */
+} rlock__map_node;
+
+typedef struct rlock__map {
+    rlock__map_node **slots;
+    size_t nslots;
+    size_t count;
+} rlock__map;
+
+uint64_t rlock__hash(const char *key, size_t len);
+rlock_status rlock__map_init(rlock__map *m);
+void rlock__map_destroy(rlock__map *m);
+rlock__map_node *rlock__map_get(rlock__map *m, const char *key, size_t len);
+/* Inserts n (key, keylen already set); may grow the table. */
+rlock_status rlock__map_put(rlock__map *m, rlock__map_node *n);
+void rlock__map_del(rlock__map *m, rlock__map_node *n);
+/* Visits every node; fn may not change the map. */
+void rlock__map_each(rlock__map *m, void (*fn)(rlock__map_node *, void *), void *arg);
+
+/* ---- error detail (errors.c) ----------------------------------------- */
+
+/* Sets this thread's rlock_last_error() text (printf-style) and returns st,
+ * so that "return rlock__fail(st, ...)" reads as one step. */
+rlock_status rlock__fail(rlock_status st, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Clears it at the start of a public call. */
+void rlock__error_clear(void);
+
+/* ---- names (names.c, spec 0.1) --------------------------------------- */
+
+/* prefix(P, N) as a malloc'd string with an optional tail; NULL on ENOMEM. */
+char *rlock__prefixed(const char *prefix, const char *name, size_t len, const char *tail,
+                      size_t *outlen);
+
+/* ---- request ids (reqid.c) ------------------------------------------- */
+
+/* 16 random bytes as 32 hex digits (spec 1); never repeats across fork(). */
+void rlock__request_id(char out[33]);
+
+/* ---- URL (url.c) ----------------------------------------------------- */
+
+typedef struct rlock__endpoint {
+    char *host; /* TCP host, or NULL for a unix socket */
+    int port;
+    char *path;     /* unix socket path, or NULL */
+    char *user;     /* ACL user, or NULL */
+    char *password; /* or NULL */
+    int db;
+} rlock__endpoint;
+
+rlock_status rlock__parse_url(const char *url, rlock__endpoint *ep);
+void rlock__endpoint_free(rlock__endpoint *ep);
+/* "host:port" or the socket path, for messages (never the password). */
+void rlock__endpoint_label(const rlock__endpoint *ep, char *buf, size_t size);
+
+/* ---- the hold registry (holds.c) ------------------------------------- */
+
+/* What this client knows of one thread's hold on one lock name. Records
+ * are only read or changed under the client's hold_mu, and looked up by
+ * (name, thread) each time: no pointer to one is kept across a release of
+ * the mutex, so any thread may free one under it. */
+typedef struct rlock__holder {
+    struct rlock__holder *next;
+    uint64_t tid;
+    int64_t count;      /* holds taken and not yet released */
+    int64_t lease_ms;   /* explicit lease of the last acquire; 0 watchdog */
+    int64_t expires_ms; /* local time the explicit lease runs out, or -1 */
+    uint64_t epoch;     /* changes with every first acquisition */
+    bool watchdog;      /* renewed by the watchdog */
+    bool lost;          /* Redis no longer has it (renewal, re-entry) */
+    bool in_round;      /* a renewal round in flight includes this hold */
+    bool suspect;       /* an acquire got no reply and may have run */
+    bool pending;       /* an unlock got no reply: resend pending_rid */
+    int64_t pending_since;
+    char pending_rid[33];
+} rlock__holder;
+
+typedef struct rlock__hold {
+    rlock__map_node node; /* key = lock name */
+    rlock__holder *holders;
+    char *name;
+    size_t namelen;
+} rlock__hold;
+
+/* A copy of a record, taken under the mutex. */
+typedef struct rlock__hold_view {
+    int64_t count; /* 0 when no record */
+    int64_t lease_ms;
+    bool lost, suspect, pending, in_round, watchdog;
+    int64_t pending_since;
+    char pending_rid[33];
+} rlock__hold_view;
+
+rlock_status rlock__holds_init(struct rlock_client *c);
+void rlock__holds_free(struct rlock_client *c);
+/* The record of (name, tid), created with count 0 if missing (so that
+ * recording a successful acquire can never fail for memory). */
+rlock_status rlock__hold_prepare(struct rlock_client *c, const char *name, size_t len,
+                                 uint64_t tid);
+void rlock__hold_view_of(struct rlock_client *c, const char *name, size_t len, uint64_t tid,
+                         rlock__hold_view *v);
+/* An acquire ran: count + 1; a first one starts a new epoch and the lease
+ * (RLOCK_WATCHDOG or an explicit one) is recorded. */
+void rlock__hold_acquired(struct rlock_client *c, const char *name, size_t len, uint64_t tid,
+                          int64_t lease_ms, int64_t sent_ms);
+/* An unlock ran: all = the key is gone for us (forget), else count - 1. */
+void rlock__hold_released(struct rlock_client *c, const char *name, size_t len, uint64_t tid,
+                          bool all);
+/* Redis no longer has this thread's hold: stop renewing, report RLOCK_ELOST
+ * at its next unlock. */
+void rlock__hold_mark_lost(struct rlock_client *c, const char *name, size_t len, uint64_t tid);
+void rlock__hold_set_suspect(struct rlock_client *c, const char *name, size_t len, uint64_t tid,
+                             bool on);
+/* Keeps (rid != NULL) or clears the id of an unanswered unlock; a last hold
+ * whose unlock went unanswered is no longer renewed. */
+void rlock__hold_set_pending(struct rlock_client *c, const char *name, size_t len, uint64_t tid,
+                             const char *rid);
+/* Drops a record with nothing left to track (count 0, nothing in doubt). */
+void rlock__hold_tidy(struct rlock_client *c, const char *name, size_t len, uint64_t tid);
+/* Waits while a renewal round in flight includes (name, tid), so that a
+ * fresh explicit lease is not stretched by a late renewal of the hold
+ * before it. At most until deadline_ms. */
+void rlock__hold_wait_round(struct rlock_client *c, const char *name, size_t len, uint64_t tid,
+                            int64_t deadline_ms);
+/* Holds tracked right now (count > 0, not lost, lease not run out). */
+uint64_t rlock__holds_count(struct rlock_client *c);
+/* Thread tid exited: its watchdog holds stop being renewed and are reported
+ * lost; every record of it is freed. */
+void rlock__holds_thread_exit(struct rlock_client *c, uint64_t tid);
+
+/* ---- clients and threads (client.c) ---------------------------------- */
+
+/* Marks a public call in progress; RLOCK_ECLOSED when closing or in a
+ * fork()ed child. Pair with rlock__leave(). Clears the error detail. */
+rlock_status rlock__enter(struct rlock_client *c);
+void rlock__leave(struct rlock_client *c);
+bool rlock__closing(struct rlock_client *c);
+void rlock__stat_add(struct rlock_client *c, rlock_stat s, uint64_t n);
+/* Creates a thread with every signal blocked, so that no library thread
+ * ever takes a signal meant for the application (SIGPIPE included). */
+int rlock__thread_start(pthread_t *th, void *(*fn)(void *), void *arg);
+
+#endif

@@ -1,0 +1,362 @@
+/* The hold registry: per lock name, which threads of this client hold it,
+ * how often, with which lease, and what is in doubt (an acquire whose reply
+ * was lost, an unlock whose reply was lost). It answers "did this thread
+ * hold it?" (RLOCK_ELOST versus RLOCK_ENOTOWNER), tells the watchdog what
+ * to renew, and keeps the request id an unanswered unlock must be resent
+ * with.
+ *
+ * Every record is read and changed under hold_mu and found by (name,
+ * thread) each time, so whoever holds the mutex may free one: its own
+ * thread after a release, the thread-exit hook, the client at close. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+static rlock__hold *find_hold(rlock_client *c, const char *name, size_t len)
+{
+    return (rlock__hold *)rlock__map_get(&c->holds, name, len);
+}
+
+static rlock__holder *find_holder(rlock__hold *h, uint64_t tid)
+{
+    for (rlock__holder *x = h ? h->holders : NULL; x; x = x->next) {
+        if (x->tid == tid) {
+            return x;
+        }
+    }
+    return NULL;
+}
+
+static rlock__holder *find(rlock_client *c, const char *name, size_t len, uint64_t tid)
+{
+    return find_holder(find_hold(c, name, len), tid);
+}
+
+static void remove_holder(rlock_client *c, rlock__hold *h, rlock__holder *x)
+{
+    rlock__holder **p = &h->holders;
+    while (*p != x) {
+        p = &(*p)->next;
+    }
+    *p = x->next;
+    free(x);
+    if (!h->holders) {
+        rlock__map_del(&c->holds, &h->node);
+        free(h);
+    }
+}
+
+/* A record with nothing to remember goes, unless a renewal round still
+ * refers to it (then the round's end tidies it). */
+static void tidy(rlock_client *c, rlock__hold *h, rlock__holder *x)
+{
+    if (x->count == 0 && !x->suspect && !x->pending && !x->in_round) {
+        remove_holder(c, h, x);
+    }
+}
+
+rlock_status rlock__holds_init(rlock_client *c)
+{
+    pthread_mutex_init(&c->hold_mu, NULL);
+    rlock__cond_init(&c->wd_cv);
+    rlock__cond_init(&c->round_cv);
+    return rlock__map_init(&c->holds);
+}
+
+static void free_hold(rlock__map_node *n, void *arg)
+{
+    (void)arg;
+    rlock__hold *h = (rlock__hold *)n;
+    rlock__holder *x = h->holders;
+    while (x) {
+        rlock__holder *next = x->next;
+        free(x);
+        x = next;
+    }
+}
+
+void rlock__holds_free(rlock_client *c)
+{
+    if (!c->holds.slots) {
+        return;
+    }
+    rlock__map_each(&c->holds, free_hold, NULL);
+    for (size_t i = 0; i < c->holds.nslots; i++) {
+        rlock__map_node *n = c->holds.slots[i];
+        while (n) {
+            rlock__map_node *next = n->next;
+            free(n);
+            n = next;
+        }
+    }
+    rlock__map_destroy(&c->holds);
+    if (c->pid == getpid()) {
+        pthread_mutex_destroy(&c->hold_mu);
+        pthread_cond_destroy(&c->wd_cv);
+        pthread_cond_destroy(&c->round_cv);
+    }
+}
+
+rlock_status rlock__hold_prepare(rlock_client *c, const char *name, size_t len, uint64_t tid)
+{
+    pthread_mutex_lock(&c->hold_mu);
+    rlock__hold *h = find_hold(c, name, len);
+    if (!h) {
+        /* The name is stored right after the struct: one allocation. */
+        h = malloc(sizeof *h + len + 1);
+        if (!h) {
+            pthread_mutex_unlock(&c->hold_mu);
+            return rlock__fail(RLOCK_ENOMEM, "out of memory for the hold record");
+        }
+        h->holders = NULL;
+        h->name = (char *)(h + 1);
+        memcpy(h->name, name, len);
+        h->name[len] = '\0';
+        h->namelen = len;
+        h->node.key = h->name;
+        h->node.keylen = len;
+        if (rlock__map_put(&c->holds, &h->node) != RLOCK_OK) {
+            free(h);
+            pthread_mutex_unlock(&c->hold_mu);
+            return rlock__fail(RLOCK_ENOMEM, "out of memory for the hold record");
+        }
+    }
+    if (!find_holder(h, tid)) {
+        rlock__holder *x = calloc(1, sizeof *x);
+        if (!x) {
+            if (!h->holders) {
+                rlock__map_del(&c->holds, &h->node);
+                free(h);
+            }
+            pthread_mutex_unlock(&c->hold_mu);
+            return rlock__fail(RLOCK_ENOMEM, "out of memory for the hold record");
+        }
+        x->tid = tid;
+        x->expires_ms = -1;
+        x->next = h->holders;
+        h->holders = x;
+    }
+    pthread_mutex_unlock(&c->hold_mu);
+    return RLOCK_OK;
+}
+
+void rlock__hold_view_of(rlock_client *c, const char *name, size_t len, uint64_t tid,
+                         rlock__hold_view *v)
+{
+    memset(v, 0, sizeof *v);
+    pthread_mutex_lock(&c->hold_mu);
+    rlock__holder *x = find(c, name, len, tid);
+    if (x) {
+        v->count = x->count;
+        v->lost = x->lost;
+        /* An explicit lease that ran out is lost as surely as a renewal
+         * that found the field gone; say so before Redis has to. */
+        if (x->count > 0 && x->expires_ms >= 0 && rlock__now_ms() >= x->expires_ms) {
+            v->lost = true;
+        }
+        v->suspect = x->suspect;
+        v->pending = x->pending;
+        v->in_round = x->in_round;
+        v->watchdog = x->watchdog;
+        v->pending_since = x->pending_since;
+        memcpy(v->pending_rid, x->pending_rid, sizeof v->pending_rid);
+    }
+    v->lease_ms = (x && !x->watchdog && x->lease_ms > 0) ? x->lease_ms : c->cfg.watchdog_timeout_ms;
+    pthread_mutex_unlock(&c->hold_mu);
+}
+
+void rlock__hold_acquired(rlock_client *c, const char *name, size_t len, uint64_t tid,
+                          int64_t lease_ms, int64_t sent_ms)
+{
+    pthread_mutex_lock(&c->hold_mu);
+    rlock__holder *x = find(c, name, len, tid);
+    if (x) { /* always: rlock__hold_prepare() made it */
+        if (x->lost) {
+            x->count = 0; /* a fresh acquisition after a loss */
+            x->lost = false;
+        }
+        if (x->count == 0) {
+            x->epoch = ++c->next_epoch;
+            x->watchdog = false;
+            x->lease_ms = 0;
+        }
+        x->count++;
+        if (lease_ms == RLOCK_WATCHDOG) {
+            x->watchdog = true;
+            x->expires_ms = -1;
+        } else {
+            x->lease_ms = lease_ms;
+            /* Measured from when the script was sent: Redis started the
+             * lease no earlier, so the local view never outlives it. */
+            x->expires_ms = x->watchdog ? -1 : sent_ms + lease_ms;
+        }
+    }
+    pthread_mutex_unlock(&c->hold_mu);
+}
+
+void rlock__hold_released(rlock_client *c, const char *name, size_t len, uint64_t tid, bool all)
+{
+    pthread_mutex_lock(&c->hold_mu);
+    rlock__hold *h = find_hold(c, name, len);
+    rlock__holder *x = find_holder(h, tid);
+    if (x) {
+        x->pending = false;
+        if (all || x->count <= 1) {
+            x->count = 0;
+            x->lost = false;
+            x->watchdog = false;
+            x->expires_ms = -1;
+        } else {
+            x->count--;
+        }
+        tidy(c, h, x);
+    }
+    pthread_mutex_unlock(&c->hold_mu);
+}
+
+void rlock__hold_mark_lost(rlock_client *c, const char *name, size_t len, uint64_t tid)
+{
+    pthread_mutex_lock(&c->hold_mu);
+    rlock__holder *x = find(c, name, len, tid);
+    if (x && x->count > 0) {
+        x->lost = true;
+        x->watchdog = false;
+    }
+    pthread_mutex_unlock(&c->hold_mu);
+}
+
+void rlock__hold_set_suspect(rlock_client *c, const char *name, size_t len, uint64_t tid, bool on)
+{
+    pthread_mutex_lock(&c->hold_mu);
+    rlock__hold *h = find_hold(c, name, len);
+    rlock__holder *x = find_holder(h, tid);
+    if (x) {
+        x->suspect = on;
+        tidy(c, h, x);
+    }
+    pthread_mutex_unlock(&c->hold_mu);
+}
+
+void rlock__hold_set_pending(rlock_client *c, const char *name, size_t len, uint64_t tid,
+                             const char *rid)
+{
+    pthread_mutex_lock(&c->hold_mu);
+    rlock__hold *h = find_hold(c, name, len);
+    rlock__holder *x = find_holder(h, tid);
+    if (x) {
+        if (rid) {
+            if (!x->pending || strcmp(x->pending_rid, rid) != 0) {
+                x->pending_since = rlock__now_ms();
+            }
+            x->pending = true;
+            memcpy(x->pending_rid, rid, 33);
+            /* The caller meant to let go of its last hold: whatever the
+             * unanswered unlock did, the watchdog must not keep it. */
+            if (x->count <= 1) {
+                x->watchdog = false;
+            }
+        } else {
+            x->pending = false;
+        }
+        tidy(c, h, x);
+    }
+    pthread_mutex_unlock(&c->hold_mu);
+}
+
+void rlock__hold_tidy(rlock_client *c, const char *name, size_t len, uint64_t tid)
+{
+    pthread_mutex_lock(&c->hold_mu);
+    rlock__hold *h = find_hold(c, name, len);
+    rlock__holder *x = find_holder(h, tid);
+    if (x) {
+        tidy(c, h, x);
+    }
+    pthread_mutex_unlock(&c->hold_mu);
+}
+
+void rlock__hold_wait_round(rlock_client *c, const char *name, size_t len, uint64_t tid,
+                            int64_t deadline_ms)
+{
+    pthread_mutex_lock(&c->hold_mu);
+    for (;;) {
+        rlock__holder *x = find(c, name, len, tid);
+        if (!x || !x->in_round || c->wd_stop) {
+            break;
+        }
+        if (!rlock__cond_wait_until(&c->round_cv, &c->hold_mu, deadline_ms)) {
+            break;
+        }
+    }
+    pthread_mutex_unlock(&c->hold_mu);
+}
+
+typedef struct counting {
+    int64_t now;
+    uint64_t n;
+} counting;
+
+static void count_one(rlock__map_node *n, void *arg)
+{
+    counting *k = arg;
+    for (rlock__holder *x = ((rlock__hold *)n)->holders; x; x = x->next) {
+        if (x->count > 0 && !x->lost && (x->expires_ms < 0 || k->now < x->expires_ms)) {
+            k->n++;
+        }
+    }
+}
+
+uint64_t rlock__holds_count(rlock_client *c)
+{
+    counting k = {rlock__now_ms(), 0};
+    pthread_mutex_lock(&c->hold_mu);
+    rlock__map_each(&c->holds, count_one, &k);
+    pthread_mutex_unlock(&c->hold_mu);
+    return k.n;
+}
+
+typedef struct exiting {
+    rlock_client *c;
+    uint64_t tid;
+    rlock__hold **empty; /* holds left without holders, freed after the walk */
+    size_t nempty, cap;
+} exiting;
+
+static void exit_one(rlock__map_node *n, void *arg)
+{
+    exiting *e = arg;
+    rlock__hold *h = (rlock__hold *)n;
+    for (rlock__holder **p = &h->holders; *p;) {
+        rlock__holder *x = *p;
+        if (x->tid != e->tid) {
+            p = &x->next;
+            continue;
+        }
+        if (x->count > 0 && x->watchdog && !x->lost) {
+            rlock__report_lost(e->c, h->name, h->namelen, x->tid);
+        }
+        *p = x->next;
+        free(x);
+    }
+    if (!h->holders && e->nempty < e->cap) {
+        e->empty[e->nempty++] = h;
+    }
+}
+
+void rlock__holds_thread_exit(rlock_client *c, uint64_t tid)
+{
+    pthread_mutex_lock(&c->hold_mu);
+    size_t cap = c->holds.count;
+    exiting e = {c, tid, cap ? malloc(cap * sizeof(rlock__hold *)) : NULL, 0, cap};
+    if (!e.empty) {
+        e.cap = 0;
+    }
+    rlock__map_each(&c->holds, exit_one, &e);
+    for (size_t i = 0; i < e.nempty; i++) {
+        rlock__map_del(&c->holds, &e.empty[i]->node);
+        free(e.empty[i]);
+    }
+    free(e.empty);
+    pthread_mutex_unlock(&c->hold_mu);
+}

@@ -1,0 +1,182 @@
+/* The reentrant lock (Redisson RLock, spec 2): a hash at the lock name of
+ * owner -> hold count, changed only by the scripts in lua/. This file says
+ * how to run them and what their replies mean; the engine (sync/) decides
+ * when. */
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+void rlock__owner(const rlock_client *c, uint64_t tid, char *buf)
+{
+    snprintf(buf, RLOCK__OWNER_MAX, "%s:%llu", c->id, (unsigned long long)tid);
+}
+
+/* ---- reply parsers (fuzzed by fuzz/fuzz_replies.c) -------------------- */
+
+static rlock_status shape(const redisReply *r)
+{
+    if (r->type == REDIS_REPLY_ERROR) {
+        return rlock__error_reply(r);
+    }
+    return rlock__fail(RLOCK_EPROTO, "unexpected reply of type %d", r->type);
+}
+
+rlock_status rlock__parse_attempt(const redisReply *r, rlock__attempt *out)
+{
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER) {
+        return shape(r);
+    }
+    long long kind = r->element[0]->integer, v = r->element[1]->integer;
+    if (kind == 1 && v >= 1) {
+        *out = (rlock__attempt){RLOCK__TAKEN, v, -1};
+    } else if (kind == 0 && v >= -1) {
+        /* -2 (no key) cannot come from a script that just saw the key. */
+        *out = (rlock__attempt){RLOCK__HELD, 0, v};
+    } else if (kind == 2) {
+        *out = (rlock__attempt){RLOCK__GONE, 0, -1};
+    } else {
+        return rlock__fail(RLOCK_EPROTO, "unexpected acquire reply {%lld, %lld}", kind, v);
+    }
+    return RLOCK_OK;
+}
+
+rlock_status rlock__parse_release(const redisReply *r, rlock__released *out)
+{
+    if (r->type == REDIS_REPLY_NIL) {
+        *out = RLOCK__NOT_HELD;
+    } else if (r->type == REDIS_REPLY_INTEGER && (r->integer == 0 || r->integer == 1)) {
+        *out = r->integer == 1 ? RLOCK__FREED : RLOCK__PARTIAL;
+    } else {
+        return shape(r);
+    }
+    return RLOCK_OK;
+}
+
+rlock_status rlock__parse_int(const redisReply *r, int64_t *out)
+{
+    if (r->type == REDIS_REPLY_INTEGER) {
+        *out = r->integer;
+    } else if (r->type == REDIS_REPLY_NIL) {
+        *out = 0; /* HGET of a missing field: no hold */
+    } else if (r->type == REDIS_REPLY_STRING) {
+        /* A hold count written by hand may be anything: only a whole
+         * decimal number is one. */
+        int64_t v = 0;
+        size_t i = r->str[0] == '-' ? 1 : 0;
+        if (r->len == i || r->len > 19 + i) {
+            return rlock__fail(RLOCK_EPROTO, "not a number: %.40s", r->str);
+        }
+        for (size_t k = i; k < r->len; k++) {
+            if (r->str[k] < '0' || r->str[k] > '9') {
+                return rlock__fail(RLOCK_EPROTO, "not a number: %.40s", r->str);
+            }
+            v = v * 10 + (r->str[k] - '0');
+        }
+        *out = i ? -v : v;
+    } else {
+        return shape(r);
+    }
+    return RLOCK_OK;
+}
+
+void rlock__parse_renewal(const redisReply *r, size_t k, int8_t *res)
+{
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != k) {
+        return;
+    }
+    for (size_t i = 0; i < k; i++) {
+        if (r->element[i]->type == REDIS_REPLY_INTEGER) {
+            res[i] = r->element[i]->integer ? 1 : 0;
+        }
+    }
+}
+
+/* ---- operations ------------------------------------------------------ */
+
+static rlock_status attempt(rlock *l, const char *owner, int64_t lease_ms, int64_t held,
+                            rlock__attempt *out, int64_t deadline_ms)
+{
+    char lease[24], have[24];
+    snprintf(lease, sizeof lease, "%lld", (long long)lease_ms);
+    snprintf(have, sizeof have, "%lld", (long long)held);
+    const char *args[4] = {l->name, lease, owner, have};
+    size_t lens[4] = {l->namelen, strlen(lease), strlen(owner), strlen(have)};
+    rlock__call call = {l->name, l->namelen, &rlock__script_acquire, 1, 4, args, lens};
+    redisReply *r = NULL;
+    rlock_status st = rlock__run(l->c, &call, &r, deadline_ms);
+    if (st == RLOCK_OK) {
+        st = rlock__parse_attempt(r, out);
+        freeReplyObject(r);
+    }
+    return st;
+}
+
+static rlock_status release(rlock *l, const char *owner, const char *rid, int64_t lease_ms,
+                            rlock__released *out, int64_t deadline_ms)
+{
+    char lease[24], latch_ttl[16];
+    char latch[l->latch_prefix_len + 33];
+    memcpy(latch, l->latch_prefix, l->latch_prefix_len);
+    memcpy(latch + l->latch_prefix_len, rid, 33);
+    snprintf(lease, sizeof lease, "%lld", (long long)lease_ms);
+    snprintf(latch_ttl, sizeof latch_ttl, "%d", RLOCK__LATCH_TTL_MS);
+    const char *args[8] = {l->name, l->channel, latch, "0", lease, owner, "publish", latch_ttl};
+    size_t lens[8] = {l->namelen,    l->chanlen,    l->latch_prefix_len + 32, 1,
+                      strlen(lease), strlen(owner), 7,                        strlen(latch_ttl)};
+    rlock__call call = {l->name, l->namelen, &rlock__script_unlock, 3, 8, args, lens};
+    redisReply *r = NULL;
+    rlock_status st = rlock__run(l->c, &call, &r, deadline_ms);
+    if (st == RLOCK_OK) {
+        st = rlock__parse_release(r, out);
+        freeReplyObject(r);
+    }
+    return st;
+}
+
+static rlock_status force_release(rlock *l, bool *was_locked, int64_t deadline_ms)
+{
+    const char *args[4] = {l->name, l->channel, "0", "publish"};
+    size_t lens[4] = {l->namelen, l->chanlen, 1, 7};
+    rlock__call call = {l->name, l->namelen, &rlock__script_force_unlock, 2, 4, args, lens};
+    redisReply *r = NULL;
+    rlock_status st = rlock__run(l->c, &call, &r, deadline_ms);
+    if (st == RLOCK_OK) {
+        int64_t v;
+        st = rlock__parse_int(r, &v);
+        if (st == RLOCK_OK) {
+            *was_locked = v == 1;
+        }
+        freeReplyObject(r);
+    }
+    return st;
+}
+
+static rlock_status count(rlock *l, const char *owner, int64_t *out, int64_t deadline_ms)
+{
+    const char *args[3] = {"HGET", l->name, owner};
+    size_t lens[3] = {4, l->namelen, strlen(owner)};
+    rlock__call call = {l->name, l->namelen, NULL, 0, 3, args, lens};
+    redisReply *r = NULL;
+    rlock_status st = rlock__run(l->c, &call, &r, deadline_ms);
+    if (st == RLOCK_OK) {
+        int64_t v;
+        st = rlock__parse_int(r, &v);
+        if (st == RLOCK_OK) {
+            *out = v;
+        }
+        freeReplyObject(r);
+    }
+    return st;
+}
+
+const rlock__kind rlock__kind_reentrant = {
+    .name = "reentrant",
+    .attempt = attempt,
+    .release = release,
+    .force_release = force_release,
+    .count = count,
+    .renew = &rlock__script_renew,
+    .wake = RLOCK__WAKE_ONE,
+};

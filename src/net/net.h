@@ -1,0 +1,132 @@
+/* net: talking to Redis. One hiredis connection (connect, AUTH, SELECT,
+ * CLIENT SETNAME, close-on-exec) whose bytes we send and receive ourselves
+ * (send() with MSG_NOSIGNAL, poll() against our own deadline), so that no
+ * call raises SIGPIPE and a timeout is known from our clock, never from
+ * error text; the pool of such connections; the topology that routes every
+ * call by its key; and the script runner (EVALSHA with the NOSCRIPT
+ * fallback and the retry of transient error replies, written once for
+ * single calls and pipelines). */
+#ifndef RLOCK_NET_H
+#define RLOCK_NET_H
+
+#include <hiredis/hiredis.h>
+
+#include "core/core.h"
+
+/* ---- one connection (conn.c) ----------------------------------------- */
+
+typedef struct rlock__conn {
+    redisContext *ctx;
+    bool busy;   /* lent out by the pool */
+    bool broken; /* a reply may still be in flight: never reuse */
+} rlock__conn;
+
+/* Opens a connection to ep: connect within connect_timeout_ms, then AUTH,
+ * SELECT and CLIENT SETNAME, each within command_timeout_ms. */
+rlock_status rlock__connect(struct rlock_client *c, redisContext **out);
+/* Sends n commands (cmds[i] formatted by redisFormatCommandArgv) and reads
+ * their replies into replies[]: the first by deadline_ms, each later one
+ * within the same budget after the one before. On a failure the
+ * connection is marked broken; replies already read are kept (the rest
+ * NULL). */
+rlock_status rlock__conn_exchange(rlock__conn *conn, int n, char *const *cmds,
+                                  const long long *lens, redisReply **replies,
+                                  int64_t deadline_ms);
+/* One command: format, exchange. The reply may be an error reply. */
+rlock_status rlock__conn_call(rlock__conn *conn, int argc, const char **argv,
+                              const size_t *argvlen, redisReply **reply, int64_t deadline_ms);
+
+/* Whether an error reply says the server did not run the command and will
+ * be able to soon (LOADING, BUSY, TRYAGAIN, CLUSTERDOWN, MASTERDOWN). */
+bool rlock__transient(const redisReply *r);
+/* RLOCK_EAUTH for NOAUTH/WRONGPASS-like replies, else RLOCK_EREDIS; the
+ * reply's text becomes the error detail. */
+rlock_status rlock__error_reply(const redisReply *r);
+
+/* ---- the pool (pool.c) ----------------------------------------------- */
+
+typedef struct rlock__pool {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    rlock__conn *conns;
+    int size;
+    int free_count;
+    /* Reconnect backoff shared by the pool: after a failed connect, new
+     * attempts wait until retry_at_ms, doubling backoff_ms up to a cap. */
+    int64_t retry_at_ms;
+    int64_t backoff_ms;
+    rlock_status last_connect_error;
+    bool closing;
+} rlock__pool;
+
+rlock_status rlock__pool_init(rlock__pool *p, int size);
+void rlock__pool_destroy(struct rlock_client *c, rlock__pool *p);
+/* Borrows a connected connection, connecting if needed. Blocks while every
+ * connection is busy, up to command_timeout_ms (then RLOCK_EPOOL). */
+rlock_status rlock__pool_borrow(struct rlock_client *c, rlock__pool *p, rlock__conn **out);
+/* Returns a connection; a broken one is closed and re-made on next use. */
+void rlock__pool_return(struct rlock_client *c, rlock__pool *p, rlock__conn *conn);
+/* Wakes borrowers and refuses new ones (client closing). */
+void rlock__pool_close(rlock__pool *p);
+
+/* ---- topology (standalone.c) ----------------------------------------- */
+
+/* Routes calls by key. Standalone: one node, one pool, every key in one
+ * group. Sentinel and Cluster plug in here (one file each): they resolve
+ * the node that owns a key, follow MOVED/ASK, and name the node a channel
+ * is subscribed on. */
+typedef struct rlock__topology {
+    const char *kind;
+    /* Borrows a connection to the node that owns key. */
+    rlock_status (*borrow)(struct rlock_client *c, const char *key, size_t keylen,
+                           rlock__conn **out);
+    void (*give_back)(struct rlock_client *c, rlock__conn *conn);
+    /* Calls on keys of one group may share a script or a pipeline (one
+     * cluster slot); groups are compared by this number. */
+    unsigned (*group_of)(const char *key, size_t keylen);
+    void (*close)(struct rlock_client *c);
+    void (*destroy)(struct rlock_client *c);
+} rlock__topology;
+
+extern const rlock__topology rlock__standalone;
+
+/* ---- the script runner (script.c) ------------------------------------ */
+
+typedef struct rlock__script {
+    const char *name;
+    const char *sha;
+    const char *body;
+} rlock__script;
+
+/* Generated from lua/ at build time. */
+extern const rlock__script rlock__script_acquire;
+extern const rlock__script rlock__script_unlock;
+extern const rlock__script rlock__script_force_unlock;
+extern const rlock__script rlock__script_renew;
+
+/* One call of a script or command. */
+typedef struct rlock__call {
+    const char *key; /* the key it routes by */
+    size_t keylen;
+    const rlock__script *script; /* NULL: args is a plain command */
+    int nkeys;
+    int nargs; /* keys included */
+    const char **args;
+    const size_t *lens;
+} rlock__call;
+
+/* Runs one call on the node of its key: borrows,
+ * sends (EVALSHA, then EVAL on NOSCRIPT), and retries transient error
+ * replies with backoff until deadline_ms. On RLOCK_OK *reply is set; it
+ * may be an error reply other than a transient one, for the caller to map
+ * (rlock__error_reply). */
+rlock_status rlock__run(struct rlock_client *c, const rlock__call *call, redisReply **reply,
+                        int64_t deadline_ms);
+/* Runs n calls of one group pipelined on one connection (the watchdog's
+ * renewal batches): replies[i] is the reply of calls[i], or NULL when it
+ * got none (retried by the caller later). NOSCRIPT replies are sent again
+ * one by one with the body. */
+void rlock__run_pipeline(struct rlock_client *c, const rlock__call *calls, size_t n,
+                         redisReply **replies, int64_t deadline_ms);
+
+#endif

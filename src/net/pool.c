@@ -1,0 +1,164 @@
+/* A pool of connections to one node, shared by every thread of a client.
+ *
+ * A hiredis context is not thread-safe, so each caller borrows one for the
+ * length of one exchange. A broken context (I/O error, timeout, EOF) is
+ * never reused: a reply may still be in flight and would be read as the
+ * answer to the next command. It is freed on return and re-made on a later
+ * borrow, with a pool-wide backoff so that a dead server is not hammered by
+ * every waiting thread. */
+#include <poll.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define BACKOFF_MIN_MS 20
+#define BACKOFF_MAX_MS 1000
+
+rlock_status rlock__pool_init(rlock__pool *p, int size)
+{
+    p->conns = calloc((size_t)size, sizeof *p->conns);
+    if (!p->conns) {
+        return RLOCK_ENOMEM;
+    }
+    p->size = size;
+    p->free_count = size;
+    pthread_mutex_init(&p->mu, NULL);
+    rlock__cond_init(&p->cv);
+    return RLOCK_OK;
+}
+
+void rlock__pool_destroy(rlock_client *c, rlock__pool *p)
+{
+    if (!p->conns) {
+        return;
+    }
+    for (int i = 0; i < p->size; i++) {
+        if (p->conns[i].ctx) {
+            redisFree(p->conns[i].ctx);
+        }
+    }
+    free(p->conns);
+    p->conns = NULL;
+    if (c->pid == getpid()) {
+        pthread_mutex_destroy(&p->mu);
+        pthread_cond_destroy(&p->cv);
+    }
+}
+
+void rlock__pool_close(rlock__pool *p)
+{
+    pthread_mutex_lock(&p->mu);
+    p->closing = true;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* An idle connection has nothing to say: if its socket is readable or hung
+ * up, the server closed it (CLIENT KILL, restart, idle timeout) while it sat
+ * in the pool. Checking costs one poll() and saves the caller an RLOCK_EIO
+ * for a link that was dead before it was used. */
+static bool idle_conn_ok(redisContext *ctx)
+{
+    struct pollfd pfd = {ctx->fd, POLLIN, 0};
+    return !ctx->err && poll(&pfd, 1, 0) == 0;
+}
+
+static void put_back(rlock__pool *p, rlock__conn *conn)
+{
+    conn->busy = false;
+    p->free_count++;
+    pthread_cond_signal(&p->cv);
+}
+
+rlock_status rlock__pool_borrow(rlock_client *c, rlock__pool *p, rlock__conn **out)
+{
+    int64_t deadline = rlock__now_ms() + c->cfg.command_timeout_ms;
+    pthread_mutex_lock(&p->mu);
+    /* Closing refuses only those who would have to wait: the close itself
+     * borrows a free connection to settle what calls left in doubt. */
+    while (p->free_count == 0) {
+        if (p->closing) {
+            pthread_mutex_unlock(&p->mu);
+            return rlock__fail(RLOCK_ECLOSED, "the client is closing");
+        }
+        if (!rlock__cond_wait_until(&p->cv, &p->mu, deadline)) {
+            pthread_mutex_unlock(&p->mu);
+            return rlock__fail(RLOCK_EPOOL, "all %d pooled connections stayed busy", p->size);
+        }
+    }
+    /* Prefer a connected context; take an empty slot only if none is. */
+    rlock__conn *conn = NULL;
+    for (int i = 0; i < p->size; i++) {
+        if (!p->conns[i].busy && (!conn || (!conn->ctx && p->conns[i].ctx))) {
+            conn = &p->conns[i];
+            if (conn->ctx) {
+                break;
+            }
+        }
+    }
+    conn->busy = true;
+    p->free_count--;
+    redisContext *stale = NULL;
+    if (conn->ctx && !idle_conn_ok(conn->ctx)) {
+        stale = conn->ctx;
+        conn->ctx = NULL;
+    }
+    if (conn->ctx) {
+        pthread_mutex_unlock(&p->mu);
+        *out = conn;
+        return RLOCK_OK;
+    }
+    if (stale) {
+        rlock__stat_add(c, RLOCK_STAT_RECONNECTS, 1);
+        redisFree(stale);
+    }
+    if (rlock__now_ms() < p->retry_at_ms) {
+        rlock_status st = p->last_connect_error;
+        put_back(p, conn);
+        pthread_mutex_unlock(&p->mu);
+        return rlock__fail(st, "reconnecting (backing off after a failed connect)");
+    }
+    pthread_mutex_unlock(&p->mu);
+
+    redisContext *ctx = NULL;
+    rlock_status st = rlock__connect(c, &ctx);
+
+    pthread_mutex_lock(&p->mu);
+    if (st == RLOCK_OK) {
+        conn->ctx = ctx;
+        conn->broken = false;
+        p->backoff_ms = 0;
+        p->retry_at_ms = 0;
+        p->last_connect_error = RLOCK_OK;
+        pthread_mutex_unlock(&p->mu);
+        *out = conn;
+        return RLOCK_OK;
+    }
+    p->backoff_ms = p->backoff_ms ? p->backoff_ms * 2 : BACKOFF_MIN_MS;
+    if (p->backoff_ms > BACKOFF_MAX_MS) {
+        p->backoff_ms = BACKOFF_MAX_MS;
+    }
+    p->retry_at_ms = rlock__now_ms() + p->backoff_ms;
+    p->last_connect_error = st;
+    put_back(p, conn);
+    pthread_mutex_unlock(&p->mu);
+    return st;
+}
+
+void rlock__pool_return(rlock_client *c, rlock__pool *p, rlock__conn *conn)
+{
+    redisContext *dead = NULL;
+    if (conn->ctx && (conn->broken || conn->ctx->err)) {
+        dead = conn->ctx;
+        conn->ctx = NULL;
+        rlock__stat_add(c, RLOCK_STAT_RECONNECTS, 1);
+    }
+    conn->broken = false;
+    pthread_mutex_lock(&p->mu);
+    put_back(p, conn);
+    pthread_mutex_unlock(&p->mu);
+    if (dead) {
+        redisFree(dead);
+    }
+}

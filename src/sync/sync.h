@@ -1,0 +1,112 @@
+/* sync: waiting and holding. Subscriptions (one refcounted entry per
+ * channel, asked of the topology), cancellation tokens, the one acquire
+ * loop every lock kind shares, release with its request-id bookkeeping,
+ * the watchdog that renews held locks, and the thread that runs user
+ * callbacks off the renewal path. */
+#ifndef RLOCK_SYNC_H
+#define RLOCK_SYNC_H
+
+#include "core/core.h"
+#include "net/net.h"
+
+struct rlock;
+
+/* ---- subscriptions and waiters (pubsub.c) ---------------------------- */
+
+typedef struct rlock__chan rlock__chan;
+typedef struct rlock__waiter rlock__waiter;
+
+/* What a release message means for local waiters of a channel. */
+typedef enum rlock__wake {
+    RLOCK__WAKE_ONE, /* "0": the oldest local waiter retries */
+    RLOCK__WAKE_ALL, /* every local waiter retries */
+} rlock__wake;
+
+rlock_status rlock__pubsub_start(struct rlock_client *c);
+/* Stops the thread and wakes every waiter (they return RLOCK_ECLOSED). */
+void rlock__pubsub_stop(struct rlock_client *c);
+/* Frees the entries once no caller is left. */
+void rlock__pubsub_free(struct rlock_client *c);
+/* Joins the local queue of channel, subscribing if first: *out_w is this
+ * thread's place. *hint_ms is when the holder's lease runs out as the most
+ * recent failed attempt of a queued local waiter saw it (-1: unknown), so
+ * a newcomer queued behind them knows how long it may sleep. */
+rlock_status rlock__chan_join(struct rlock_client *c, const char *channel, size_t len,
+                              rlock__wake wake, rlock__chan **out_ch, rlock__waiter **out_w,
+                              bool *queued_behind, int64_t *hint_ms);
+/* Waits until the subscription is confirmed, deadline_ms passes (then
+ * RLOCK_ETIMEDOUT: the caller goes on and sleeps on the lease), the client
+ * closes (RLOCK_ECLOSED) or the waiter's token is cancelled. */
+rlock_status rlock__chan_wait_subscribed(struct rlock_client *c, rlock__chan *ch,
+                                         rlock__waiter *w, int64_t deadline_ms);
+/* Handles one reply or message read on the pub/sub connection (called
+ * with ps_mu held; exposed for the reply fuzzer). */
+void rlock__pubsub_on_reply(struct rlock_client *c, const redisReply *r);
+/* Whether local threads are queued on channel right now. */
+bool rlock__chan_queued(struct rlock_client *c, const char *channel, size_t len);
+/* A failed attempt of this waiter saw the holder's lease end at until_ms
+ * (-1: no expiry): the hint for newcomers is replaced, never stretched. */
+void rlock__chan_saw_lease(struct rlock_client *c, rlock__chan *ch, rlock__waiter *w,
+                           int64_t until_ms);
+/* The attempt after a wake-up found the lock held elsewhere: the wake-up
+ * was used, and its holder's release will wake the queue again. */
+void rlock__chan_used_wake(struct rlock_client *c, rlock__chan *ch, rlock__waiter *w);
+/* Sleeps until a release message wakes this waiter, a reconnect, a
+ * cancellation or deadline_ms (< 0: none). Returns RLOCK_OK, RLOCK_ECLOSED
+ * or RLOCK_ECANCELED. */
+rlock_status rlock__chan_sleep(struct rlock_client *c, rlock__chan *ch, rlock__waiter *w,
+                               int64_t deadline_ms);
+/* Leaves the queue. A waiter that leaves without the lock while holding a
+ * wake-up it did not use passes it on to the next one; one that leaves with
+ * it tells the others when its lease ends (lease_end_ms), and they wait for
+ * that instead of the lease they saw before. */
+void rlock__chan_leave(struct rlock_client *c, rlock__chan *ch, rlock__waiter *w, bool acquired,
+                       int64_t lease_end_ms);
+/* Sets the cancellation token a waiter listens to (NULL: none). */
+void rlock__waiter_set_cancel(rlock__waiter *w, rlock_cancel *t);
+
+/* ---- cancellation (cancel.c) ----------------------------------------- */
+
+/* Registers (ch, w) with the token so rlock_cancel() wakes it; returns
+ * false when the token is already cancelled. */
+bool rlock__cancel_watch(rlock_cancel *t, struct rlock_client *c, rlock__chan *ch,
+                         rlock__waiter *w);
+void rlock__cancel_unwatch(rlock_cancel *t, rlock__waiter *w);
+bool rlock__cancelled(const rlock_cancel *t);
+/* Called by rlock_cancel_fire() for each watched waiter, with no token lock
+ * held; implemented by pubsub.c. */
+void rlock__chan_cancel(struct rlock_client *c, rlock__chan *ch, rlock__waiter *w);
+
+/* ---- acquire and release (acquire.c, release.c) ---------------------- */
+
+/* The shared acquire loop: attempt, subscribe, attempt again, sleep at most
+ * min(holder's lease, remaining wait), retrying through connection errors
+ * and checking the outcome of an attempt whose reply was lost. */
+rlock_status rlock__acquire(struct rlock *l, int64_t wait_ms, int64_t lease_ms,
+                            rlock_cancel *cancel, int64_t *holder_ttl_ms);
+/* One release of the calling thread's hold, reusing the request id of an
+ * earlier unanswered one. */
+rlock_status rlock__release(struct rlock *l);
+/* Settles what earlier calls of thread tid on l left in doubt: an acquire
+ * that may have run (released if it did), an unanswered unlock (sent again
+ * with its id). Cheap when nothing is in doubt. */
+rlock_status rlock__settle(struct rlock *l, uint64_t tid, bool pending_too, int64_t deadline_ms);
+/* At close: settles every (name, thread) with something in doubt. */
+void rlock__settle_all(struct rlock_client *c, int64_t deadline_ms);
+
+/* ---- the watchdog (watchdog.c) --------------------------------------- */
+
+rlock_status rlock__watchdog_start(struct rlock_client *c);
+void rlock__watchdog_stop(struct rlock_client *c);
+/* Queues a latch key for batched deletion; takes ownership of key. */
+void rlock__latch_garbage(struct rlock_client *c, char *key, size_t len);
+
+/* ---- user callbacks (callbacks.c) ------------------------------------ */
+
+rlock_status rlock__callbacks_start(struct rlock_client *c);
+/* Delivers what is queued, then stops the thread. */
+void rlock__callbacks_stop(struct rlock_client *c);
+/* Queues an on_lock_lost report (copies name). */
+void rlock__report_lost(struct rlock_client *c, const char *name, size_t len, uint64_t tid);
+
+#endif

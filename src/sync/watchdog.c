@@ -1,0 +1,359 @@
+/* The watchdog thread: renews every watchdog-mode hold of the client every
+ * watchdog_timeout_ms / 3, many per script call (watchdog_batch_size, as
+ * Redisson since 3.44), the calls of one round pipelined per key group (a
+ * cluster slot: one script never spans two), and deletes the latch keys of
+ * completed unlocks in batches, so unlocks pay no extra round trip.
+ *
+ * Issue #7272 of Redisson (a renewal outliving its unlock) cannot happen
+ * here: the renewal script only touches a key that still carries our owner
+ * field, and its "gone" answer is ignored when the hold it was about has
+ * since ended (the epoch check). A round in flight could still stretch a
+ * fresh explicit lease of the same thread to the watchdog's: holds in a
+ * round are flagged (in_round), and such an acquire waits for the round.
+ *
+ * Losses are reported through the callback thread: a user callback that
+ * blocks must never stop renewals. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+/* Latch keys of completed unlocks are deleted in batches: at most this many
+ * per DEL, and at most this long after. */
+#define LATCH_BATCH 256
+#define LATCH_FLUSH_MS 1000
+
+void rlock__latch_garbage(rlock_client *c, char *key, size_t len)
+{
+    pthread_mutex_lock(&c->hold_mu);
+    if (c->nlatches == c->cap_latches) {
+        size_t cap = c->cap_latches ? c->cap_latches * 2 : 64;
+        char **k = realloc(c->latches, cap * sizeof *k);
+        if (k) {
+            c->latches = k;
+        }
+        size_t *l = realloc(c->latch_lens, cap * sizeof *l);
+        if (l) {
+            c->latch_lens = l;
+        }
+        if (!k || !l) {
+            /* Out of memory: the key's PX TTL removes it anyway. */
+            pthread_mutex_unlock(&c->hold_mu);
+            free(key);
+            return;
+        }
+        c->cap_latches = cap;
+    }
+    if (c->nlatches == 0) {
+        c->latch_since_ms = rlock__now_ms();
+    }
+    c->latches[c->nlatches] = key;
+    c->latch_lens[c->nlatches] = len;
+    c->nlatches++;
+    /* The first key arms the flush timer; a full batch is sent at once. */
+    if (c->nlatches == 1 || c->nlatches >= LATCH_BATCH) {
+        pthread_cond_signal(&c->wd_cv);
+    }
+    pthread_mutex_unlock(&c->hold_mu);
+}
+
+/* ---- a renewal round ------------------------------------------------- */
+
+typedef struct renewal {
+    char *name;
+    size_t namelen;
+    uint64_t tid;
+    uint64_t epoch;
+    unsigned group;
+    char owner[RLOCK__OWNER_MAX];
+} renewal;
+
+typedef struct snapshot {
+    renewal *v;
+    size_t n, cap;
+    rlock_client *c;
+} snapshot;
+
+static void collect(rlock__map_node *node, void *arg)
+{
+    snapshot *s = arg;
+    rlock__hold *h = (rlock__hold *)node;
+    for (rlock__holder *x = h->holders; x; x = x->next) {
+        if (!x->watchdog || x->lost || x->count == 0) {
+            continue;
+        }
+        if (s->n == s->cap) {
+            size_t cap = s->cap ? s->cap * 2 : 64;
+            renewal *v = realloc(s->v, cap * sizeof *v);
+            if (!v) {
+                return; /* the rest is renewed next round */
+            }
+            s->v = v;
+            s->cap = cap;
+        }
+        renewal *r = &s->v[s->n];
+        if (!(r->name = malloc(h->namelen + 1))) {
+            return;
+        }
+        memcpy(r->name, h->name, h->namelen + 1);
+        r->namelen = h->namelen;
+        r->tid = x->tid;
+        r->epoch = x->epoch;
+        r->group = s->c->topo->group_of(h->name, h->namelen);
+        rlock__owner(s->c, x->tid, r->owner);
+        x->in_round = true;
+        s->n++;
+    }
+}
+
+static int by_group(const void *a, const void *b)
+{
+    unsigned ga = ((const renewal *)a)->group, gb = ((const renewal *)b)->group;
+    return ga < gb ? -1 : ga > gb;
+}
+
+/* Renews v[0..n) (one group) with pipelined script calls; res[i] becomes
+ * 1 (kept), 0 (gone) or stays -1 (no answer: retried next round). */
+static void renew_group(rlock_client *c, renewal *v, size_t n, int8_t *res)
+{
+    size_t bs = (size_t)c->cfg.watchdog_batch_size;
+    size_t nb = (n + bs - 1) / bs;
+    char lease[24];
+    snprintf(lease, sizeof lease, "%lld", (long long)c->cfg.watchdog_timeout_ms);
+    rlock__call *calls = calloc(nb, sizeof *calls);
+    redisReply **replies = calloc(nb, sizeof *replies);
+    const char **args = malloc((2 * n + nb) * sizeof *args);
+    size_t *lens = malloc((2 * n + nb) * sizeof *lens);
+    if (calls && replies && args && lens) {
+        size_t at = 0;
+        for (size_t b = 0; b < nb; b++) {
+            size_t lo = b * bs, k = (n - lo < bs) ? n - lo : bs;
+            calls[b] = (rlock__call){v[lo].name,   v[lo].namelen, &rlock__script_renew,
+                                     (int)k,       (int)(2 * k + 1), args + at, lens + at};
+            for (size_t i = 0; i < k; i++) {
+                args[at + i] = v[lo + i].name;
+                lens[at + i] = v[lo + i].namelen;
+                args[at + k + 1 + i] = v[lo + i].owner;
+                lens[at + k + 1 + i] = strlen(v[lo + i].owner);
+            }
+            args[at + k] = lease;
+            lens[at + k] = strlen(lease);
+            at += 2 * k + 1;
+        }
+        rlock__run_pipeline(c, calls, nb, replies, rlock__now_ms() + c->cfg.command_timeout_ms);
+        for (size_t b = 0; b < nb; b++) {
+            size_t lo = b * bs, k = (n - lo < bs) ? n - lo : bs;
+            if (replies[b]) {
+                rlock__stat_add(c, RLOCK_STAT_RENEWAL_CALLS, 1);
+                rlock__parse_renewal(replies[b], k, res + lo);
+                freeReplyObject(replies[b]);
+            }
+        }
+    }
+    free(calls);
+    free(replies);
+    free(args);
+    free(lens);
+}
+
+/* Ends the round under hold_mu: clears the flags, marks the holds whose
+ * renewal answered 0 (if they are still the holds the round was about) and
+ * queues their reports. */
+static void end_round(rlock_client *c, renewal *v, const int8_t *res, size_t n)
+{
+    pthread_mutex_lock(&c->hold_mu);
+    for (size_t i = 0; i < n; i++) {
+        rlock__hold *h = (rlock__hold *)rlock__map_get(&c->holds, v[i].name, v[i].namelen);
+        rlock__holder *x = h ? h->holders : NULL;
+        while (x && x->tid != v[i].tid) {
+            x = x->next;
+        }
+        if (!x) {
+            continue;
+        }
+        x->in_round = false;
+        if (res && res[i] == 1) {
+            rlock__stat_add(c, RLOCK_STAT_RENEWED, 1);
+        }
+        if (res && res[i] == 0 && x->epoch == v[i].epoch && !x->lost && x->watchdog &&
+            x->count > 0) {
+            x->lost = true;
+            x->watchdog = false;
+            rlock__report_lost(c, h->name, h->namelen, x->tid);
+        }
+        if (x->count == 0 && !x->suspect && !x->pending) {
+            /* Released during the round: the record waited for it. */
+            rlock__holder **p = &h->holders;
+            while (*p != x) {
+                p = &(*p)->next;
+            }
+            *p = x->next;
+            free(x);
+            if (!h->holders) {
+                rlock__map_del(&c->holds, &h->node);
+                free(h);
+            }
+        }
+    }
+    pthread_cond_broadcast(&c->round_cv);
+    pthread_mutex_unlock(&c->hold_mu);
+}
+
+/* Called with hold_mu held; drops it for the round trips. */
+static void renewal_round(rlock_client *c)
+{
+    snapshot s = {.c = c};
+    rlock__map_each(&c->holds, collect, &s);
+    pthread_mutex_unlock(&c->hold_mu);
+
+    int8_t *res = s.n ? malloc(s.n) : NULL;
+    if (res) {
+        memset(res, -1, s.n);
+        qsort(s.v, s.n, sizeof *s.v, by_group);
+        for (size_t lo = 0; lo < s.n;) {
+            size_t hi = lo + 1;
+            while (hi < s.n && s.v[hi].group == s.v[lo].group) {
+                hi++;
+            }
+            renew_group(c, s.v + lo, hi - lo, res + lo);
+            lo = hi;
+        }
+    }
+    if (s.n) {
+        end_round(c, s.v, res, s.n);
+    }
+    for (size_t i = 0; i < s.n; i++) {
+        free(s.v[i].name);
+    }
+    free(s.v);
+    free(res);
+    pthread_mutex_lock(&c->hold_mu);
+}
+
+/* ---- latch keys ------------------------------------------------------ */
+
+/* Deletes up to LATCH_BATCH queued latch keys with one DEL per key group.
+ * Called with hold_mu held; drops it for the round trip. */
+static void flush_latches(rlock_client *c, bool all)
+{
+    size_t n = c->nlatches;
+    if (!all && n > LATCH_BATCH) {
+        n = LATCH_BATCH;
+    }
+    char **keys = malloc((n + 1) * sizeof *keys);
+    size_t *lens = malloc((n + 1) * sizeof *lens);
+    if (!keys || !lens) {
+        free(keys);
+        free(lens);
+        return;
+    }
+    keys[0] = NULL;
+    lens[0] = 0;
+    memcpy(keys + 1, c->latches + c->nlatches - n, n * sizeof *keys);
+    memcpy(lens + 1, c->latch_lens + c->nlatches - n, n * sizeof *lens);
+    c->nlatches -= n;
+    c->latch_since_ms = rlock__now_ms();
+    pthread_mutex_unlock(&c->hold_mu);
+
+    /* One DEL per group: keys of one DEL must share a node (a slot). */
+    for (size_t lo = 1; lo <= n;) {
+        unsigned g = c->topo->group_of(keys[lo], lens[lo]);
+        size_t hi = lo;
+        for (size_t i = lo; i <= n; i++) {
+            if (c->topo->group_of(keys[i], lens[i]) == g) {
+                char *tk = keys[hi];
+                size_t tl = lens[hi];
+                keys[hi] = keys[i];
+                lens[hi] = lens[i];
+                keys[i] = tk;
+                lens[i] = tl;
+                hi++;
+            }
+        }
+        char *del = keys[lo - 1];
+        size_t dell = lens[lo - 1];
+        keys[lo - 1] = "DEL";
+        lens[lo - 1] = 3;
+        rlock__call call = {keys[lo], lens[lo], NULL, 0, (int)(hi - lo + 1),
+                            (const char **)keys + lo - 1, lens + lo - 1};
+        redisReply *r = NULL;
+        if (rlock__run(c, &call, &r, rlock__now_ms() + c->cfg.command_timeout_ms) == RLOCK_OK) {
+            freeReplyObject(r);
+        }
+        keys[lo - 1] = del;
+        lens[lo - 1] = dell;
+        lo = hi;
+    }
+    for (size_t i = 1; i <= n; i++) {
+        free(keys[i]);
+    }
+    free(keys);
+    free(lens);
+    pthread_mutex_lock(&c->hold_mu);
+}
+
+static void *watchdog_main(void *arg)
+{
+    rlock_client *c = arg;
+    int64_t period = c->cfg.watchdog_timeout_ms / 3;
+    pthread_mutex_lock(&c->hold_mu);
+    int64_t next_round = rlock__now_ms() + period;
+    while (!c->wd_stop) {
+        int64_t now = rlock__now_ms();
+        if (now >= next_round) {
+            renewal_round(c);
+            /* The next round is timed from the end of this one, as in
+             * Redisson, so a slow round never overlaps the next. */
+            next_round = rlock__now_ms() + period;
+            continue;
+        }
+        if (c->nlatches > 0 &&
+            (c->nlatches >= LATCH_BATCH || now - c->latch_since_ms >= LATCH_FLUSH_MS)) {
+            flush_latches(c, false);
+            continue;
+        }
+        int64_t until = next_round;
+        if (c->nlatches > 0 && c->latch_since_ms + LATCH_FLUSH_MS < until) {
+            until = c->latch_since_ms + LATCH_FLUSH_MS;
+        }
+        rlock__cond_wait_until(&c->wd_cv, &c->hold_mu, until);
+    }
+    /* At close, the latch keys still queued go too, so a program that
+     * unlocks and exits leaves nothing behind. */
+    if (c->nlatches > 0) {
+        flush_latches(c, true);
+    }
+    pthread_mutex_unlock(&c->hold_mu);
+    return NULL;
+}
+
+rlock_status rlock__watchdog_start(rlock_client *c)
+{
+    if (rlock__thread_start(&c->wd_thread, watchdog_main, c) != 0) {
+        return rlock__fail(RLOCK_ENOMEM, "cannot start the watchdog thread");
+    }
+    c->wd_running = true;
+    return RLOCK_OK;
+}
+
+void rlock__watchdog_stop(rlock_client *c)
+{
+    if (c->wd_running) {
+        pthread_mutex_lock(&c->hold_mu);
+        c->wd_stop = true;
+        pthread_cond_signal(&c->wd_cv);
+        pthread_cond_broadcast(&c->round_cv);
+        pthread_mutex_unlock(&c->hold_mu);
+        pthread_join(c->wd_thread, NULL);
+        c->wd_running = false;
+    }
+    for (size_t i = 0; i < c->nlatches; i++) {
+        free(c->latches[i]);
+    }
+    free(c->latches);
+    free(c->latch_lens);
+    c->latches = NULL;
+    c->nlatches = 0;
+}
