@@ -15,6 +15,8 @@ need libcriterion-dev
 need pkg-config
 need gcc
 need make
+# de_DE sources and translations for the foreign-locale test.
+need locales
 for extra in "$@"; do need "$extra"; done
 
 [ -z "$pkgs" ] && exit 0

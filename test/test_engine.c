@@ -4,6 +4,7 @@
  * tests run on private servers: a stalled or reloading server must not
  * stall the tests that share the common one. */
 #include <errno.h>
+#include <locale.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -424,6 +425,73 @@ Test(engine, queued_waiter_retries_when_the_new_lease_ends, .timeout = 60)
     rlock_client_free(holder);
     rlock_client_free(c);
     free(name);
+}
+
+/* ---- 7: timeouts under a foreign locale ------------------------------- */
+
+/* de_DE.UTF-8 compiled into a private directory (LOCPATH), so the test
+ * needs no system-wide locale: glibc then translates strerror(). */
+static bool german(char *dir, size_t size)
+{
+    snprintf(dir, size, "/tmp/rlock-locale.XXXXXX");
+    if (!mkdtemp(dir)) {
+        return false;
+    }
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "localedef -i de_DE -f UTF-8 %s/de_DE.UTF-8 >/dev/null 2>&1", dir);
+    if (system(cmd) != 0) {
+        return false;
+    }
+    setenv("LOCPATH", dir, 1);
+    return setlocale(LC_ALL, "de_DE.UTF-8") != NULL &&
+           strcmp(strerror(EAGAIN), "Resource temporarily unavailable") != 0;
+}
+
+Test(engine, timeouts_are_timeouts_in_any_locale, .timeout = 60)
+{
+    char dir[64];
+    if (!german(dir, sizeof dir)) {
+        cr_skip("no de_DE locale could be made here (scripts/deps.sh installs locales)");
+    }
+    th_server srv;
+    th_server_start(&srv);
+    char *url = th_server_url(&srv);
+    rlock_client *c = client_on(url, 0, 300);
+    char *name = th_name("locale");
+    rlock *l;
+    th_ok(rlock_new(c, name, &l));
+    th_ok(rlock_lock(l, RLOCK_WATCHDOG)); /* scripts cached */
+    th_ok(rlock_unlock(l));
+    stall s;
+    stall_start(&s, srv.port, 1500);
+    /* 0.1 read the German "resource temporarily unavailable" as an I/O
+     * error and sent the acquire again: two holds for one call. */
+    th_assert_status(rlock_lock(l, RLOCK_WATCHDOG), RLOCK_ETIMEDOUT);
+    bool locked;
+    th_assert_status(rlock_is_locked(l, &locked), RLOCK_ETIMEDOUT);
+    stall_end(&s);
+    redisContext *rd = th_redis(srv.port);
+    char *owner = th_owner(c, rlock_thread_id());
+    int64_t until = th_now_ms() + th_ms(2000);
+    while (!th_exists(rd, name) && th_now_ms() < until) {
+        th_sleep_ms(10);
+    }
+    cr_assert_eq(th_hget_int(rd, name, owner), 1, "one lock call, one hold");
+    /* The late acquire is this thread's: its next call settles it. */
+    th_assert_status(rlock_unlock(l), RLOCK_ENOTOWNER);
+    cr_assert_eq(th_exists(rd, name), 0);
+    setlocale(LC_ALL, "C");
+    unsetenv("LOCPATH");
+    char cmd[100];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    cr_assert_eq(system(cmd), 0);
+    rlock_free(l);
+    rlock_client_free(c);
+    redisFree(rd);
+    free(owner);
+    free(name);
+    free(url);
+    th_server_stop(&srv);
 }
 
 /* ---- 8: the close settles an acquire that ran after its timeout -------- */
