@@ -171,7 +171,7 @@ static int nested_and_vanish(void *arg)
 Test(engine, request_ids_differ_across_fork)
 {
     if (!TH_FORKED_CHILD_CAN_MAKE_CLIENTS) {
-        cr_skip("a forked child cannot make clients under this sanitizer");
+        cr_skip_test("a forked child cannot make clients under this sanitizer");
     }
     /* This thread unlocks once, so its id generator is seeded; two children
      * forked from it then each nest and release the same lock in turn. With
@@ -451,7 +451,7 @@ Test(engine, timeouts_are_timeouts_in_any_locale, .timeout = 60)
 {
     char dir[64];
     if (!german(dir, sizeof dir)) {
-        cr_skip("no de_DE locale could be made here (scripts/deps.sh installs locales)");
+        cr_skip_test("no de_DE locale could be made here (scripts/deps.sh installs locales)");
     }
     th_server srv;
     th_server_start(&srv);
