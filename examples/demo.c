@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The rlock demo: two processes, two threads each, taking one lock nested
  * three deep while the watchdog renews its lease; then one process is
  * killed while holding the lock and the other takes over after the lease.

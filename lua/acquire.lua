@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- Acquire or re-enter a reentrant lock (Redisson RLock, spec 2.2).
 -- KEYS[1] lock name (hash: owner -> hold count)
 -- ARGV[1] lease in ms, ARGV[2] owner "<uuid>:<thread id>"
