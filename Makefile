@@ -224,7 +224,7 @@ fuzz: deps
 	done
 
 # ---- install, pkg-config, CMake package, man pages (packaging) -----------
-.PHONY: install uninstall man man-check consumer-check abi-check abi-check-ci deb
+.PHONY: install uninstall man man-check completion-check consumer-check abi-check abi-check-ci deb
 
 # Paths written into rlock.pc and the CMake package are relative to the
 # prefix when they lie under it, so `pkg-config --define-prefix` and a moved
@@ -258,7 +258,8 @@ $(B)/cmake/rlock-config.cmake: cmake/rlock-config.cmake.in FORCE
 
 $(B)/cmake/rlock-config-version.cmake: cmake/rlock-config-version.cmake.in include/rlock.h
 	@mkdir -p $(B)/cmake
-	@sed -e 's|@VERSION@|$(VERSION)|g' $< > $@
+	@sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@SIZEOF_VOID_P@|$(shell $(CC) -dM -E -x c /dev/null | \
+	  sed -n 's/^.define __SIZEOF_POINTER__ //p')|g' $< > $@
 
 # Man pages: section 3 from docs/man3 (one page per family of functions;
 # scripts/build-man.sh adds a .so page for every other name on a page's
@@ -272,6 +273,11 @@ man: $(MAN3_SRC) docs/rlock.1 scripts/build-man.sh include/rlock.h
 # NAME line), and every page renders without warnings.
 man-check: man
 	@sh scripts/check-man.sh include/rlock.h $(B)/man
+
+# The bash and zsh completions of the rlock command answer as expected.
+completion-check:
+	@sh scripts/deps.sh bash-completion zsh
+	@sh scripts/check-completion.sh
 
 install: lib $(B)/rlock man $(B)/cmake/rlock-config.cmake $(B)/cmake/rlock-config-version.cmake
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCDIR) $(DESTDIR)$(BINDIR) \
