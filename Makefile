@@ -224,7 +224,8 @@ fuzz: deps
 	done
 
 # ---- install, pkg-config, CMake package, man pages (packaging) -----------
-.PHONY: install uninstall man man-check completion-check consumer-check abi-check abi-check-ci deb
+.PHONY: install uninstall man man-check completion-check consumer-check abi-check abi-check-ci deb \
+        print-version print-somajor
 
 # Paths written into rlock.pc and the CMake package are relative to the
 # prefix when they lie under it, so `pkg-config --define-prefix` and a moved
@@ -326,6 +327,12 @@ abi-check: deps
 abi-check-ci: deps
 	@sh scripts/deps.sh abigail-tools
 	sh scripts/abi-check.sh --ci
+
+# For scripts: the version (from include/rlock.h) and the ABI number.
+print-version:
+	@echo $(VERSION)
+print-somajor:
+	@echo $(SOMAJOR)
 
 # make deb: Debian packages (librlock$(SOMAJOR), librlock-dev, rlock) in
 # $(B)/deb, built with dpkg-buildpackage from a copy of the tree, then
