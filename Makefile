@@ -118,9 +118,13 @@ check: deps
 
 test: check
 
+# Built quietly first (compiler lines are not part of the demo's output;
+# they are shown only if the build fails).
 demo: deps
-	$(MAKE) all
-	sh scripts/with-redis.sh $(B)/examples/demo
+	@$(MAKE) -s --no-print-directory $(B)/examples/demo >$(B).demo-build.log 2>&1 || \
+	  { cat $(B).demo-build.log; rm -f $(B).demo-build.log; exit 1; }
+	@rm -f $(B).demo-build.log
+	@sh scripts/with-redis.sh $(B)/examples/demo
 
 bench: deps
 	$(MAKE) $(B)/rlock-bench
