@@ -277,6 +277,7 @@ man: $(MAN3_SRC) docs/rlock.1 scripts/build-man.sh include/rlock.h
 # Every public function of rlock.h has a man page (a name on some page's
 # NAME line), and every page renders without warnings.
 man-check: man
+	@sh scripts/deps.sh man-db groff-base
 	@sh scripts/check-man.sh include/rlock.h $(B)/man
 
 # The bash and zsh completions of the rlock command answer as expected.
