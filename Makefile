@@ -121,9 +121,9 @@ test: check
 # Built quietly first (compiler lines are not part of the demo's output;
 # they are shown only if the build fails).
 demo: deps
-	@$(MAKE) -s --no-print-directory $(B)/examples/demo >$(B).demo-build.log 2>&1 || \
-	  { cat $(B).demo-build.log; rm -f $(B).demo-build.log; exit 1; }
-	@rm -f $(B).demo-build.log
+	@mkdir -p $(B)
+	@$(MAKE) -s --no-print-directory $(B)/examples/demo >$(B)/demo-build.log 2>&1 || \
+	  { cat $(B)/demo-build.log; exit 1; }
 	@sh scripts/with-redis.sh $(B)/examples/demo
 
 bench: deps
