@@ -52,9 +52,9 @@ extern "C" {
 #define RLOCK_VERSION_PATCH 0
 #define RLOCK__STR(x) #x
 #define RLOCK__XSTR(x) RLOCK__STR(x)
-#define RLOCK_VERSION_STRING                                                \
-    RLOCK__XSTR(RLOCK_VERSION_MAJOR) "." RLOCK__XSTR(RLOCK_VERSION_MINOR) "." \
-        RLOCK__XSTR(RLOCK_VERSION_PATCH)
+#define RLOCK_VERSION_STRING         \
+    RLOCK__XSTR(RLOCK_VERSION_MAJOR) \
+    "." RLOCK__XSTR(RLOCK_VERSION_MINOR) "." RLOCK__XSTR(RLOCK_VERSION_PATCH)
 
 typedef struct rlock_client rlock_client; /* one per process; thread-safe */
 typedef struct rlock rlock;               /* a lock name; thread-safe handle */
