@@ -244,14 +244,16 @@ cmake_ups = $(subst $(eval) ,/,$(foreach d,$(subst /, ,$(patsubst $(PREFIX)/%,%,
 # `--cflags`, and hiredis's are -I/usr/include/hiredis (its net.h, read.h
 # and sds.h would shadow the user's own) and -D_FILE_OFFSET_BITS=64 (which
 # changes the size of off_t in the user's program). rlock.h includes neither
-# library, so users need only -I${includedir}.
+# library, so users need only -I${includedir}. Their link flags are asked
+# of their own .pc files (hiredis.pc, uuid.pc) when the .pc is written.
+PC_PRIVATE_LIBS = $(shell pkg-config --libs hiredis uuid 2>/dev/null || echo -lhiredis -luuid)
 $(B)/rlock.pc: FORCE
 	@mkdir -p $(B)
 	@printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(call under_prefix,$(LIBDIR),prefix)' \
 	  'includedir=$(call under_prefix,$(INCDIR),prefix)' '' \
 	  'Name: rlock' 'Description: Redisson-compatible distributed locks on Redis' \
 	  'Version: $(VERSION)' \
-	  'Libs: -L$${libdir} -lrlock' 'Libs.private: -lhiredis -luuid -pthread' \
+	  'Libs: -L$${libdir} -lrlock' 'Libs.private: $(strip $(PC_PRIVATE_LIBS)) -pthread' \
 	  'Cflags: -I$${includedir}' > $@
 
 $(B)/cmake/rlock-config.cmake: cmake/rlock-config.cmake.in FORCE
