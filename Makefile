@@ -325,8 +325,8 @@ consumer-check: deps
 
 # make abi-check ABI_BASE=<git rev>: the ABI of the library at ABI_BASE
 # against the work tree's, with abidiff; fails on incompatible changes.
-# make abi-check-ci: the same against the newest v* tag with this SONAME,
-# or a message saying why there is nothing to compare with.
+# Without ABI_BASE (and in make abi-check-ci, which CI runs) the base is the
+# newest v* tag with this SONAME; with none, it says why it skips.
 abi-check: deps
 	@sh scripts/deps.sh abigail-tools
 	sh scripts/abi-check.sh "$(ABI_BASE)"

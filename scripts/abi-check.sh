@@ -4,7 +4,7 @@
 #   abi-check.sh REV    build REV (from `git archive`, in a temp dir) and the
 #                       work tree, both with debug info, and run abidiff on
 #                       the two librlock.so with include/ as headers dir.
-#   abi-check.sh --ci   REV is the newest tag v* whose SONAME is the work
+#   abi-check.sh [--ci] REV is the newest tag v* whose SONAME is the work
 #                       tree's; without one, say why and exit 0.
 # Exit 1 when abidiff finds an incompatible change (its exit bit 8: a
 # function or variable removed, ...) or fails; compatible changes (bit 4:
@@ -21,7 +21,7 @@ somajor_at() { # REV or "" for the work tree
 }
 cur=$(somajor_at "")
 
-if [ "${1:-}" = "--ci" ]; then
+if [ "${1:-}" = "--ci" ] || [ -z "${1:-}" ]; then
     base=""
     for t in $(git tag -l 'v*' --sort=-v:refname); do
         if [ "$(somajor_at "$t" 2>/dev/null)" = "$cur" ]; then
@@ -41,11 +41,7 @@ if [ "${1:-}" = "--ci" ]; then
         exit 0
     fi
 else
-    base=${1:-}
-    if [ -z "$base" ]; then
-        echo "usage: make abi-check ABI_BASE=<git rev>   (or make abi-check-ci)" >&2
-        exit 2
-    fi
+    base=$1
 fi
 rev=$(git rev-parse --verify --quiet "$base^{commit}") || {
     echo "abi-check: $base is not a revision of this repository" >&2
