@@ -1,5 +1,9 @@
 # rlock — build, test, install, demo, bench, sanitizers.
+# SPDX-License-Identifier: BSD-3-Clause
 # User CFLAGS/LDFLAGS/CPPFLAGS are appended to ours, never replaced.
+
+# `make` with no target builds everything (the first rule below is FORCE).
+.DEFAULT_GOAL := all
 
 PREFIX   ?= /usr/local
 DESTDIR  ?=
@@ -11,9 +15,23 @@ PCDIR    ?= $(LIBDIR)/pkgconfig
 
 CC       ?= cc
 B        ?= build
-VERSION  := 0.1.0
-SOMAJOR  := 0
+
+# ---- version and ABI (packaging) -----------------------------------------
+# The one version is RLOCK_VERSION_MAJOR/MINOR/PATCH in include/rlock.h;
+# the library's file name, rlock.pc, the CMake package, the man pages and
+# debian/changelog's check all take it from there.
+hdr_ver   = $(shell sed -n 's/^\#define RLOCK_VERSION_$(1) \([0-9][0-9]*\).*/\1/p' include/rlock.h)
+VERSION  := $(call hdr_ver,MAJOR).$(call hdr_ver,MINOR).$(call hdr_ver,PATCH)
+# SOMAJOR is the ABI number, not a version: bump it on every incompatible
+# change of the ABI (make abi-check finds them), and rename the Debian
+# runtime package (debian/control, librlockN) with it.
+SOMAJOR  := 1
 SONAME   := librlock.so.$(SOMAJOR)
+DATADIR      ?= $(PREFIX)/share
+CMAKEDIR     ?= $(LIBDIR)/cmake/rlock
+BASHCOMPDIR  ?= $(DATADIR)/bash-completion/completions
+ZSHCOMPDIR   ?= $(DATADIR)/zsh/site-functions
+# ---- end version and ABI --------------------------------------------------
 
 RL_CFLAGS  := -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -fPIC \
               -fvisibility=hidden -pthread -Iinclude -Isrc -I$(B)
@@ -35,7 +53,7 @@ BENCH_SRC:= $(wildcard bench/*.c)
 
 FORCE:
 
-.PHONY: FORCE docs-check all lib check test demo bench install uninstall clean asan tsan \
+.PHONY: FORCE docs-check all lib check test demo bench clean asan tsan \
         valgrind symbols format deps soak fuzz
 
 all: lib $(B)/rlock $(B)/rlock-bench $(EX_BIN)
@@ -62,15 +80,6 @@ $(B)/librlock.so: $(LIB_OBJ)
 	$(CC) -shared -Wl,-soname,$(SONAME) $(ALL_LDFLAGS) -o $@.$(VERSION) $^ $(RL_LDLIBS)
 	ln -sf librlock.so.$(VERSION) $(B)/$(SONAME)
 	ln -sf librlock.so.$(VERSION) $@
-
-# Regenerated on every run so that it carries the PREFIX of this make.
-$(B)/rlock.pc: FORCE
-	@mkdir -p $(B)
-	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCDIR)' '' \
-	  'Name: rlock' 'Description: Redisson-compatible distributed locks on Redis' \
-	  'Version: $(VERSION)' 'Requires.private: hiredis' \
-	  'Libs: -L$${libdir} -lrlock' 'Libs.private: -luuid -pthread' \
-	  'Cflags: -I$${includedir}' > $@
 
 # Programs link the static library so they run from the tree without
 # LD_LIBRARY_PATH.
@@ -110,9 +119,13 @@ check: deps
 
 test: check
 
+# Built quietly first (compiler lines are not part of the demo's output;
+# they are shown only if the build fails).
 demo: deps
-	$(MAKE) all
-	sh scripts/with-redis.sh $(B)/examples/demo
+	@mkdir -p $(B)
+	@$(MAKE) -s --no-print-directory $(B)/examples/demo >$(B)/demo-build.log 2>&1 || \
+	  { cat $(B)/demo-build.log; exit 1; }
+	@sh scripts/with-redis.sh $(B)/examples/demo
 
 bench: deps
 	$(MAKE) $(B)/rlock-bench
@@ -169,22 +182,6 @@ valgrind: deps
 	  for e in build-vg/examples/port_*; do echo "=== $$e"; $(VG) $$e "$$RLOCK_URL" >/dev/null; done; \
 	  echo "valgrind: no errors, no leaks"'
 
-install: lib $(B)/rlock
-	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCDIR) $(DESTDIR)$(BINDIR) \
-	  $(DESTDIR)$(PCDIR) $(DESTDIR)$(MANDIR)/man1
-	install -m 644 include/rlock.h $(DESTDIR)$(INCDIR)/rlock.h
-	install -m 644 $(B)/librlock.a $(DESTDIR)$(LIBDIR)/librlock.a
-	install -m 755 $(B)/librlock.so.$(VERSION) $(DESTDIR)$(LIBDIR)/librlock.so.$(VERSION)
-	ln -sf librlock.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
-	ln -sf librlock.so.$(VERSION) $(DESTDIR)$(LIBDIR)/librlock.so
-	install -m 644 $(B)/rlock.pc $(DESTDIR)$(PCDIR)/rlock.pc
-	install -m 755 $(B)/rlock $(DESTDIR)$(BINDIR)/rlock
-	if [ -f docs/rlock.1 ]; then install -m 644 docs/rlock.1 $(DESTDIR)$(MANDIR)/man1/rlock.1; fi
-
-uninstall:
-	rm -f $(DESTDIR)$(INCDIR)/rlock.h $(DESTDIR)$(LIBDIR)/librlock.* \
-	  $(DESTDIR)$(PCDIR)/rlock.pc $(DESTDIR)$(BINDIR)/rlock $(DESTDIR)$(MANDIR)/man1/rlock.1
-
 format:
 	clang-format -i include/*.h src/*.c src/*.h src/*/*.c src/*/*.h test/*.c test/*.h test/lite/*.c test/lite/criterion/*.h examples/*.c tools/*.c bench/*.c
 
@@ -230,3 +227,125 @@ fuzz: deps
 	    -artifact_prefix=$(B)/fuzz/crash-$$f- \
 	    $(B)/fuzz/corpus-$$f fuzz/corpus/$$f || exit 1; \
 	done
+
+# ---- install, pkg-config, CMake package, man pages (packaging) -----------
+.PHONY: install uninstall man man-check completion-check consumer-check abi-check abi-check-ci deb \
+        print-version print-somajor
+
+# Paths written into rlock.pc and the CMake package are relative to the
+# prefix when they lie under it, so `pkg-config --define-prefix` and a moved
+# tree work. $(call under_prefix,DIR,VAR) -> ${VAR}/rest, or DIR itself.
+under_prefix = $(if $(filter $(PREFIX)/%,$(1)),$${$(2)}/$(patsubst $(PREFIX)/%,%,$(1)),$(1))
+# CMAKEDIR relative to PREFIX, as ../.. steps (empty if not under PREFIX).
+cmake_ups = $(subst $(eval) ,/,$(foreach d,$(subst /, ,$(patsubst $(PREFIX)/%,%,$(CMAKEDIR))),..))
+
+# Regenerated on every run so that it carries the PREFIX of this make.
+# hiredis and libuuid are named in Libs.private, not Requires.private:
+# pkg-config puts the Cflags of Requires.private packages into every
+# `--cflags`, and hiredis's are -I/usr/include/hiredis (its net.h, read.h
+# and sds.h would shadow the user's own) and -D_FILE_OFFSET_BITS=64 (which
+# changes the size of off_t in the user's program). rlock.h includes neither
+# library, so users need only -I${includedir}. Their link flags are asked
+# of their own .pc files (hiredis.pc, uuid.pc) when the .pc is written.
+PC_PRIVATE_LIBS = $(shell pkg-config --libs hiredis uuid 2>/dev/null || echo -lhiredis -luuid)
+$(B)/rlock.pc: FORCE
+	@mkdir -p $(B)
+	@printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(call under_prefix,$(LIBDIR),prefix)' \
+	  'includedir=$(call under_prefix,$(INCDIR),prefix)' '' \
+	  'Name: rlock' 'Description: Redisson-compatible distributed locks on Redis' \
+	  'Version: $(VERSION)' \
+	  'Libs: -L$${libdir} -lrlock' 'Libs.private: $(strip $(PC_PRIVATE_LIBS)) -pthread' \
+	  'Cflags: -I$${includedir}' > $@
+
+$(B)/cmake/rlock-config.cmake: cmake/rlock-config.cmake.in FORCE
+	@mkdir -p $(B)/cmake
+	@sed -e 's|@PREFIX_FROM_HERE@|$(if $(filter $(PREFIX)/%,$(CMAKEDIR)),$${CMAKE_CURRENT_LIST_DIR}/$(cmake_ups),$(PREFIX))|' \
+	  -e 's|@LIBDIR@|$(call under_prefix,$(LIBDIR),_rlock_prefix)|' \
+	  -e 's|@INCDIR@|$(call under_prefix,$(INCDIR),_rlock_prefix)|' \
+	  -e 's|@VERSION@|$(VERSION)|g' -e 's|@SONAME@|$(SONAME)|g' $< > $@
+
+$(B)/cmake/rlock-config-version.cmake: cmake/rlock-config-version.cmake.in include/rlock.h
+	@mkdir -p $(B)/cmake
+	@sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@SIZEOF_VOID_P@|$(shell $(CC) -dM -E -x c /dev/null | \
+	  sed -n 's/^.define __SIZEOF_POINTER__ //p')|g' $< > $@
+
+# Man pages: section 3 from docs/man3 (one page per family of functions;
+# scripts/build-man.sh adds a .so page for every other name on a page's
+# NAME line), rlock(1) from docs; each gets the version on its .TH line.
+MAN3_SRC := $(wildcard docs/man3/*.3)
+man: $(MAN3_SRC) docs/rlock.1 scripts/build-man.sh include/rlock.h
+	@rm -rf $(B)/man
+	@sh scripts/build-man.sh $(VERSION) $(B)/man docs/rlock.1 $(MAN3_SRC)
+
+# Every public function of rlock.h has a man page (a name on some page's
+# NAME line), and every page renders without warnings.
+man-check: man
+	@sh scripts/deps.sh man-db groff-base
+	@sh scripts/check-man.sh include/rlock.h $(B)/man
+
+# The bash and zsh completions of the rlock command answer as expected.
+completion-check:
+	@sh scripts/deps.sh bash-completion zsh
+	@sh scripts/check-completion.sh
+
+install: lib $(B)/rlock man $(B)/cmake/rlock-config.cmake $(B)/cmake/rlock-config-version.cmake
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCDIR) $(DESTDIR)$(BINDIR) \
+	  $(DESTDIR)$(PCDIR) $(DESTDIR)$(CMAKEDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 \
+	  $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR)
+	install -m 644 include/rlock.h $(DESTDIR)$(INCDIR)/rlock.h
+	install -m 644 $(B)/librlock.a $(DESTDIR)$(LIBDIR)/librlock.a
+	install -m 644 $(B)/librlock.so.$(VERSION) $(DESTDIR)$(LIBDIR)/librlock.so.$(VERSION)
+	ln -sf librlock.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/librlock.so
+	install -m 644 $(B)/rlock.pc $(DESTDIR)$(PCDIR)/rlock.pc
+	install -m 644 $(B)/cmake/rlock-config.cmake $(B)/cmake/rlock-config-version.cmake \
+	  $(DESTDIR)$(CMAKEDIR)/
+	install -m 755 $(B)/rlock $(DESTDIR)$(BINDIR)/rlock
+	install -m 644 $(B)/man/man1/rlock.1 $(DESTDIR)$(MANDIR)/man1/rlock.1
+	install -m 644 $(B)/man/man3/*.3 $(DESTDIR)$(MANDIR)/man3/
+	install -m 644 completions/rlock.bash $(DESTDIR)$(BASHCOMPDIR)/rlock
+	install -m 644 completions/_rlock $(DESTDIR)$(ZSHCOMPDIR)/_rlock
+
+uninstall:
+	rm -f $(DESTDIR)$(INCDIR)/rlock.h $(DESTDIR)$(LIBDIR)/librlock.a \
+	  $(DESTDIR)$(LIBDIR)/librlock.so $(DESTDIR)$(LIBDIR)/librlock.so.* \
+	  $(DESTDIR)$(PCDIR)/rlock.pc $(DESTDIR)$(BINDIR)/rlock $(DESTDIR)$(MANDIR)/man1/rlock.1 \
+	  $(DESTDIR)$(CMAKEDIR)/rlock-config.cmake $(DESTDIR)$(CMAKEDIR)/rlock-config-version.cmake \
+	  $(DESTDIR)$(BASHCOMPDIR)/rlock $(DESTDIR)$(ZSHCOMPDIR)/_rlock
+	for f in $(MAN3_SRC); do sh scripts/build-man.sh --names $$f; done | \
+	  while read -r n; do rm -f $(DESTDIR)$(MANDIR)/man3/$$n.3; done
+	-rmdir $(DESTDIR)$(CMAKEDIR) 2>/dev/null
+
+# make consumer-check: install into a temp prefix, then build an example
+# against it with pkg-config (shared, rlock static, fully static) and with
+# CMake's find_package(rlock CONFIG), move the tree, and run each build
+# against a throwaway redis-server.
+consumer-check: deps
+	@sh scripts/deps.sh cmake
+	sh scripts/consumer-check.sh
+
+# make abi-check ABI_BASE=<git rev>: the ABI of the library at ABI_BASE
+# against the work tree's, with abidiff; fails on incompatible changes.
+# Without ABI_BASE (and in make abi-check-ci, which CI runs) the base is the
+# newest v* tag with this SONAME; with none, it says why it skips.
+abi-check: deps
+	@sh scripts/deps.sh abigail-tools
+	sh scripts/abi-check.sh "$(ABI_BASE)"
+
+abi-check-ci: deps
+	@sh scripts/deps.sh abigail-tools
+	sh scripts/abi-check.sh --ci
+
+# For scripts: the version (from include/rlock.h) and the ABI number.
+print-version:
+	@echo $(VERSION)
+print-somajor:
+	@echo $(SOMAJOR)
+
+# make deb: Debian packages (librlock$(SOMAJOR), librlock-dev, rlock) in
+# $(B)/deb, built with dpkg-buildpackage from a copy of the tree, then
+# checked with lintian.
+deb: deps
+	@sh scripts/deps.sh debhelper dpkg-dev fakeroot lintian
+	sh scripts/build-deb.sh $(B)/deb
+# ---- end packaging --------------------------------------------------------

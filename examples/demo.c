@@ -1,6 +1,9 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The rlock demo: two processes, two threads each, taking one lock nested
  * three deep while the watchdog renews its lease; then one process is
  * killed while holding the lock and the other takes over after the lease.
+ * It prints when a thread starts waiting, when it gets the lock, and when
+ * the watchdog renews the lease.
  *
  *   make demo                  (starts a throwaway redis-server)
  *   RLOCK_URL=redis://host:port build/examples/demo
@@ -60,32 +63,66 @@ struct worker {
     char who[16];
 };
 
-/* Nested three deep, then hold for two seconds at depth 3 printing the
- * lease as the watchdog pushes it back up. */
+/* Locks taken by this process's watchdog so far: how the demo sees a
+ * renewal happen (the lease jumping back up is the effect in Redis). */
+static uint64_t renewed_so_far(rlock_client *c)
+{
+    uint64_t n = 0;
+    check(rlock_client_stat(c, RLOCK_STAT_RENEWED, &n), "rlock_client_stat");
+    return n;
+}
+
+/* Takes the lock, saying so first if someone else holds it. */
+static void take(struct worker *w, rlock *l)
+{
+    rlock_status st = rlock_try_lock(l, 0, RLOCK_WATCHDOG);
+    if (st == RLOCK_EBUSY) {
+        say(w->who, "waiting   the lock is held by another thread or process");
+        double t = elapsed();
+        check(rlock_lock(l, RLOCK_WATCHDOG), "rlock_lock");
+        say(w->who, "got it    after waiting %.2f s", elapsed() - t);
+        return;
+    }
+    check(st, "rlock_try_lock");
+}
+
+/* Nested three deep, then hold for 2.5 s at depth 3, reporting each
+ * renewal by the watchdog and the lease it left. */
 static void *worker(void *arg)
 {
     struct worker *w = arg;
     rlock *l;
     check(rlock_new(w->c, lock_name, &l), "rlock_new");
     for (int depth = 1; depth <= 3; depth++) {
-        check(rlock_lock(l, RLOCK_WATCHDOG), "rlock_lock");
+        take(w, l);
         int64_t count = 0, ttl = 0;
         check(rlock_hold_count(l, &count), "rlock_hold_count");
         check(rlock_remain_ttl(l, &ttl), "rlock_remain_ttl");
-        say(w->who, "lock   -> hold count %lld, lease %lld ms", (long long)count, (long long)ttl);
+        say(w->who, "lock      -> hold count %lld, lease %lld ms", (long long)count,
+            (long long)ttl);
     }
-    for (int i = 0; i < 5; i++) {
-        usleep(400 * 1000);
+    uint64_t renewed = renewed_so_far(w->c);
+    for (int tick = 1; tick <= 25; tick++) {
+        usleep(100 * 1000);
         int64_t ttl = 0;
-        check(rlock_remain_ttl(l, &ttl), "rlock_remain_ttl");
-        say(w->who, "holding   lease %lld ms (watchdog renews every %d ms)", (long long)ttl,
-            WATCHDOG_MS / 3);
+        uint64_t now = renewed_so_far(w->c);
+        if (now != renewed) {
+            renewed = now;
+            check(rlock_remain_ttl(l, &ttl), "rlock_remain_ttl");
+            say(w->who, "watchdog  renewed the lease -> %lld ms left", (long long)ttl);
+        } else if (tick % 5 == 0) {
+            check(rlock_remain_ttl(l, &ttl), "rlock_remain_ttl");
+            say(w->who, "holding   lease %lld ms left", (long long)ttl);
+        }
     }
     for (int depth = 3; depth >= 1; depth--) {
+        if (depth == 1) {
+            say(w->who, "unlock    the last hold: this releases the lock and wakes a waiter");
+        }
         check(rlock_unlock(l), "rlock_unlock");
         int64_t count = 0;
         check(rlock_hold_count(l, &count), "rlock_hold_count");
-        say(w->who, "unlock -> hold count %lld", (long long)count);
+        say(w->who, "unlock    -> hold count %lld", (long long)count);
     }
     rlock_free(l);
     return NULL;
@@ -114,8 +151,19 @@ int main(void)
     snprintf(lock_name, sizeof lock_name, "rlock-demo:%d", (int)getpid());
     printf("rlock %s demo on %s, lock \"%s\"\n\n", rlock_version(),
            url ? url : "redis://127.0.0.1:6379", lock_name);
+    printf("A lock is a key in Redis that one thread at a time holds, whichever process or "
+           "machine it runs on.\n"
+           "  hold count  how many times the holding thread has locked it; it unlocks as many "
+           "times.\n"
+           "  lease       how long Redis keeps the lock if nobody renews it, e.g. after its "
+           "holder died.\n"
+           "  watchdog    a thread in each process that renews the leases of the locks it holds "
+           "(here: every %d ms).\n\n",
+           WATCHDOG_MS / 3);
 
-    printf("Part 1: processes A and B, two threads each, nested three deep.\n");
+    printf("Part 1: processes A and B, two threads each. Each thread locks three times "
+           "(nested), holds\nthe lock for 2.5 s while the watchdog renews it, then unlocks "
+           "three times.\n");
     fflush(stdout);
     pid_t a = fork();
     if (a == 0) {
@@ -163,21 +211,22 @@ int main(void)
     sleep(1);
     kill(a, SIGKILL);
     waitpid(a, NULL, 0);
-    say("main", "killed A; its lease (%d ms) keeps the lock until it runs out", WATCHDOG_MS);
+    say("main", "killed A; nobody renews its lease now, so the lock ends with it (<= %d ms)",
+        WATCHDOG_MS);
 
     rlock_client *c = new_client();
     rlock *l;
     check(rlock_new(c, lock_name, &l), "rlock_new");
     int64_t ttl = 0;
     check(rlock_remain_ttl(l, &ttl), "rlock_remain_ttl");
-    say("B", "waiting; lease left %lld ms", (long long)ttl);
+    say("B", "waiting   for A's lock; its lease has %lld ms left", (long long)ttl);
     double t_wait = elapsed();
     check(rlock_lock(l, RLOCK_WATCHDOG), "rlock_lock");
-    say("B", "took over after %.2f s", elapsed() - t_wait);
+    say("B", "got it    after waiting %.2f s: the lease ran out", elapsed() - t_wait);
     check(rlock_unlock(l), "rlock_unlock");
     bool locked = true;
     check(rlock_is_locked(l, &locked), "rlock_is_locked");
-    say("B", "released; locked now: %s", locked ? "yes" : "no");
+    say("B", "unlock    -> locked now: %s", locked ? "yes" : "no");
     rlock_free(l);
     rlock_client_free(c);
     printf("\ndemo done\n");

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * port_basic — Redisson's lock() / unlock() with the watchdog, in C.
  *

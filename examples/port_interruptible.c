@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * port_interruptible — an alternative to lockInterruptibly(), in C.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * port_lease — lock(leaseTime, unit) and remainTimeToLive(), in C.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * port_reentrant — re-entry and getHoldCount(), in C.
  *

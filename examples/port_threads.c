@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * port_threads — thread identity: isHeldByThread(), isHeldByCurrentThread()
  * and unlocking from the wrong thread, in C.

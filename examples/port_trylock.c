@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * port_trylock — Redisson's tryLock(), tryLock(wait, unit) and
  * tryLock(wait, lease, unit), in C.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* libFuzzer target: lock names. rlock_new() derives the channel and the
  * unlock-latch prefix from any name (spec 0.1: wrap in braces unless the
  * name has a '{'), and so does the public rlock_channel_name(). This file

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* libFuzzer target: the URL parser (rlock__parse_url, internal to
  * src/client.c). Any input must either parse into a consistent endpoint or
  * be refused with RLOCK_EINVAL, leaving nothing allocated; the sanitizers

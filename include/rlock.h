@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rlock — Redisson-compatible distributed reentrant locks on Redis.
  *
@@ -42,10 +43,18 @@ extern "C" {
 #define RLOCK_API
 #endif
 
+/* The version of this header: the one place the version is written. The
+ * Makefile reads these three lines for the library's file name, rlock.pc,
+ * the CMake package and the man pages; rlock_version() returns the string
+ * the library was built with. */
 #define RLOCK_VERSION_MAJOR 0
 #define RLOCK_VERSION_MINOR 2
 #define RLOCK_VERSION_PATCH 0
-#define RLOCK_VERSION_STRING "0.2.0"
+#define RLOCK__STR(x) #x
+#define RLOCK__XSTR(x) RLOCK__STR(x)
+#define RLOCK_VERSION_STRING         \
+    RLOCK__XSTR(RLOCK_VERSION_MAJOR) \
+    "." RLOCK__XSTR(RLOCK_VERSION_MINOR) "." RLOCK__XSTR(RLOCK_VERSION_PATCH)
 
 typedef struct rlock_client rlock_client; /* one per process; thread-safe */
 typedef struct rlock rlock;               /* a lock name; thread-safe handle */

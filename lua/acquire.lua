@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- Acquire or re-enter a reentrant lock (Redisson RLock, spec 2.2). It leaves
 -- Redis exactly as Redisson's acquire does; its reply also says which of
 -- the two happened, and it refuses to turn a lost hold into a new one.

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- Delete a lock whoever holds it (Redisson RLock forceUnlock, spec 2.5).
 -- KEYS[1] lock name, KEYS[2] lock channel
 -- ARGV[1] message to publish ("0"), ARGV[2] publish command ("publish")

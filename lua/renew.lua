@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- Renew many watchdog-mode locks in one call (Redisson renewal, spec 2.4).
 -- KEYS[1..n] lock names
 -- ARGV[1] lease in ms, ARGV[2..n+1] the owner to renew in each KEYS[i]

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- Release one hold of a reentrant lock (Redisson RLock, spec 2.3).
 -- KEYS[1] lock name, KEYS[2] lock channel, KEYS[3] unlock latch key
 -- ARGV[1] message to publish ("0"), ARGV[2] lease in ms for a partial

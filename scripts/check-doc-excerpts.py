@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Every ```c block of the porting guide must stand verbatim in one of the
 compiled example programs, so the guide cannot drift from code that builds."""
 import glob

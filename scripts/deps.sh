@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Installs the Debian packages rlock needs to build, test and run its demo,
 # but only those that are missing. Safe to re-run; needs root (or sudo) only
 # when something is actually missing.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Turns lua/*.lua into C: for each script a NUL-terminated body and the SHA1
 # that EVALSHA uses (Redis names a script by the SHA1 of its exact text).
 set -eu

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Throwaway redis-server for tests, the demo and benchmarks.
 #   scripts/redis-server.sh start DIR   -> starts on a free 127.0.0.1 port,
 #                                          writes DIR/port, DIR/redis.pid

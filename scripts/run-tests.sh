@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Runs every test binary against one throwaway redis-server and prints a
 # closing "N passed, N failed" line. Usage: run-tests.sh BUILD_DIR TEST...
 # RLOCK_TEST_WRAPPER (e.g. valgrind ...) is put in front of each binary.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Runs a command with a throwaway redis-server: exports RLOCK_URL and
 # RLOCK_TEST_PORT, and always stops the server afterwards.
 set -eu

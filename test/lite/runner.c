@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The runner behind test/lite/criterion/criterion.h: registers the tests the
  * constructors announce, runs each in a fork()ed child, at most --jobs at a
  * time, kills one that outlives its timeout, and ends with Criterion's

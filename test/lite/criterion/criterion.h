@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A small stand-in for the part of Criterion's API that the rlock tests use,
  * for builds Criterion cannot run under: Criterion's test sandbox (BoxFort)
  * maps its shared arena at random addresses that ThreadSanitizer reserves,

@@ -1,0 +1,114 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# bash completion for rlock(1): installed as
+# $(datadir)/bash-completion/completions/rlock by `make install`.
+#
+#   rlock [--url URL] run [OPTIONS] NAME -- COMMAND [ARG...]
+#   rlock [--url URL] hold [OPTIONS] NAME
+#   rlock [--url URL] status [--json] NAME
+#   rlock [--url URL] unlock --force NAME
+#   rlock [--url URL] wait [-w MS] NAME
+#
+# Lock names live in Redis and are not completed; after `run NAME --` the
+# command and its arguments complete as commands do. The options are those
+# of docs/rlock.1 plus the flock(1)-like ones of issue 9 (-n, -E, -c, -s as
+# --shared, --verbose, hold); --signal keeps its long form.
+
+_rlock()
+{
+    local cur prev words cword
+    if declare -F _init_completion >/dev/null 2>&1; then
+        _init_completion -n = || return
+    else
+        COMPREPLY=()
+        cur=${COMP_WORDS[COMP_CWORD]}
+        prev=${COMP_WORDS[COMP_CWORD - 1]}
+        words=("${COMP_WORDS[@]}")
+        cword=$COMP_CWORD
+    fi
+
+    local global_opts='--url -h --help -V --version'
+    local commands='run hold status unlock wait'
+
+    # Find the sub-command and, for run, the NAME and the `--` after it.
+    local i cmd='' cmd_at=0 name_at=0 dashdash_at=0
+    for ((i = 1; i < cword; i++)); do
+        local w=${words[i]}
+        if [[ -z $cmd ]]; then
+            case $w in
+            --url | -u) ((i++)) ;;
+            --url=*) ;;
+            -*) ;;
+            *) cmd=$w cmd_at=$i ;;
+            esac
+            continue
+        fi
+        if ((dashdash_at)); then
+            break
+        fi
+        case $w in
+        --) dashdash_at=$i ;;
+        -w | --wait | -l | --lease | -k | --kill-after | --watchdog | \
+            -E | --conflict-exit-code | -c | --command | --url | -u | --signal)
+            ((i++)) ;;
+        -*) ;;
+        *) ((name_at)) || name_at=$i ;;
+        esac
+    done
+
+    # After `run ... NAME --` (or NAME COMMAND): complete the command.
+    if [[ $cmd == run ]] && { ((dashdash_at)) || { ((name_at)) && ((cword > name_at + 1)); }; }; then
+        local start=$((dashdash_at ? dashdash_at + 1 : name_at + 1))
+        if declare -F _command_offset >/dev/null 2>&1; then
+            _command_offset "$start"
+        else
+            COMPREPLY=($(compgen -c -- "$cur"))
+        fi
+        return
+    fi
+
+    case $prev in
+    --url | -u)
+        COMPREPLY=($(compgen -W 'redis:// unix://' -- "$cur"))
+        compopt -o nospace 2>/dev/null
+        return ;;
+    -w | --wait | -l | --lease | -k | --kill-after | --watchdog)
+        return ;; # milliseconds
+    -c | --command)
+        return ;; # a shell command line, as flock(1)'s -c
+    -E | --conflict-exit-code)
+        COMPREPLY=($(compgen -W '75 0 1' -- "$cur"))
+        return ;;
+    --signal)
+        COMPREPLY=($(compgen -W 'TERM INT HUP QUIT KILL USR1 USR2 ALRM ABRT' -- "$cur"))
+        return ;;
+    esac
+
+    if [[ -z $cmd ]]; then
+        if [[ $cur == -* ]]; then
+            COMPREPLY=($(compgen -W "$global_opts" -- "$cur"))
+        else
+            COMPREPLY=($(compgen -W "$commands" -- "$cur"))
+        fi
+        return
+    fi
+
+    local opts
+    case $cmd in
+    run)
+        opts='-w --wait -n --nonblock -l --lease --signal -k --kill-after --watchdog
+              -E --conflict-exit-code -c --command -s --shared --verbose --url -h --help' ;;
+    hold)
+        opts='-w --wait -n --nonblock -l --lease --watchdog -E --conflict-exit-code
+              -s --shared --verbose --url -h --help' ;;
+    status) opts='--json --verbose --url -h --help' ;;
+    unlock) opts='--force --verbose --url -h --help' ;;
+    wait) opts='-w --wait -n --nonblock -E --conflict-exit-code -s --shared --verbose --url -h --help' ;;
+    *) return ;;
+    esac
+    if [[ $cur == -* ]]; then
+        COMPREPLY=($(compgen -W "$opts" -- "$cur"))
+    elif [[ $cmd == run ]] && ((name_at)) && ((cword == name_at + 1)); then
+        COMPREPLY=($(compgen -W '--' -- "$cur"))
+    fi
+} &&
+    complete -F _rlock rlock
