@@ -59,9 +59,10 @@ static char *tfile(const char *file, const char *text, mode_t mode)
     return p;
 }
 
-/* Starts rlock with args (NULL-terminated); stdout goes to out (a path) when
- * given, stderr stays the test's so failures explain themselves. */
-static pid_t start(const char *out, const char *const *args)
+/* Starts rlock with args (NULL-terminated); stdin comes from in, stdout
+ * goes to out and stderr to err (paths) when given; else they stay the
+ * test's, so that failures explain themselves. */
+static pid_t start_io(const char *in, const char *out, const char *err, const char *const *args)
 {
     const char *argv[40] = {g_bin};
     int n = 1;
@@ -75,14 +76,23 @@ static pid_t start(const char *out, const char *const *args)
     pid_t pid = fork();
     cr_assert(pid >= 0);
     if (pid == 0) {
-        if (out != NULL) {
-            int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-            dup2(fd, 1);
+        const char *paths[3] = {in, out, err};
+        for (int i = 0; i < 3; i++) {
+            if (paths[i] != NULL) {
+                int fd = i == 0 ? open(paths[i], O_RDONLY)
+                                : open(paths[i], O_WRONLY | O_CREAT | O_TRUNC, 0644);
+                dup2(fd, i);
+            }
         }
         execv(g_bin, (char **)argv);
         _exit(99);
     }
     return pid;
+}
+
+static pid_t start(const char *out, const char *const *args)
+{
+    return start_io(NULL, out, NULL, args);
 }
 
 /* Waits for pid for at most timeout_ms (a generous bound, never a speed
@@ -133,7 +143,34 @@ static int run(char **out, const char *const *args)
     return code;
 }
 
+/* Runs rlock to completion with stdin from in (a path, or NULL); *out and
+ * *err (may be NULL) receive its stdout and stderr; the stderr is also
+ * copied to the test's, so that failures explain themselves. */
+static int run_io(const char *in, char **out, char **err, const char *const *args)
+{
+    char *opath = tpath("stdout"), *epath = tpath("stderr");
+    int code = wait_exit(start_io(in, opath, epath, args), 60000);
+    char *o = slurp(opath), *e = slurp(epath);
+    fputs(e, stderr);
+    if (out != NULL) {
+        *out = o;
+    } else {
+        free(o);
+    }
+    if (err != NULL) {
+        *err = e;
+    } else {
+        free(e);
+    }
+    unlink(opath);
+    unlink(epath);
+    free(opath);
+    free(epath);
+    return code;
+}
+
 #define RUN(out, ...) run((out), (const char *const[]){__VA_ARGS__, NULL})
+#define RUN_IO(in, out, err, ...) run_io((in), (out), (err), (const char *const[]){__VA_ARGS__, NULL})
 #define START(out, ...) start((out), (const char *const[]){__VA_ARGS__, NULL})
 
 static void wait_for_file(const char *path, int64_t timeout_ms)
@@ -177,9 +214,14 @@ Test(cli, help_and_version_exit_0)
     cr_assert_eq(RUN(&out, "--help"), 0);
     cr_assert(strstr(out, "exit status") && strstr(out, "79"), "help: %s", out);
     free(out);
+    /* The command's, the library's and hiredis's versions. */
+    char want[128];
+    snprintf(want, sizeof want, "rlock %s\nlibrlock %s\nhiredis %d.%d.%d\n", RLOCK_VERSION_STRING,
+             rlock_version(), HIREDIS_MAJOR, HIREDIS_MINOR, HIREDIS_PATCH);
     cr_assert_eq(RUN(&out, "--version"), 0);
-    char want[64];
-    snprintf(want, sizeof want, "rlock %s\n", rlock_version());
+    cr_assert_str_eq(out, want);
+    free(out);
+    cr_assert_eq(RUN(&out, "-V"), 0);
     cr_assert_str_eq(out, want);
     free(out);
     cr_assert_eq(RUN(NULL, "run", "--help"), 0);
@@ -192,7 +234,15 @@ Test(cli, bad_usage_exits_2)
     cr_assert_eq(RUN(NULL, "run", name), 2); /* no COMMAND */
     cr_assert_eq(RUN(NULL, "run", "-w", "soon", name, "--", "true"), 2);
     cr_assert_eq(RUN(NULL, "run", "-l", "0", name, "--", "true"), 2);
-    cr_assert_eq(RUN(NULL, "run", "-s", "NOPE", name, "--", "true"), 2);
+    cr_assert_eq(RUN(NULL, "run", "-S", "NOPE", name, "--", "true"), 2);
+    cr_assert_eq(RUN(NULL, "run", "-E", "256", name, "--", "true"), 2);
+    cr_assert_eq(RUN(NULL, "run", name, "-c"), 2);                   /* no LINE */
+    cr_assert_eq(RUN(NULL, "run", name, "-c", "true", "extra"), 2);  /* one LINE */
+    cr_assert_eq(RUN(NULL, "run", "-c", "true", name, "--", "true"), 2);
+    cr_assert_eq(RUN(NULL, "hold"), 2);
+    cr_assert_eq(RUN(NULL, "hold", name, "extra"), 2);
+    cr_assert_eq(RUN(NULL, "hold", "-S", "HUP", name), 2); /* run's option */
+    cr_assert_eq(RUN(NULL, "status", "-w", "1", name), 2);  /* run's option */
     cr_assert_eq(RUN(NULL, "status"), 2); /* no NAME */
     cr_assert_eq(RUN(NULL, "status", name, "extra"), 2);
     cr_assert_eq(RUN(NULL, "unlock", name), 2); /* --force missing */
@@ -281,7 +331,7 @@ Test(cli, parallel_runs_serialize)
     const char *script = "echo start >> \"$0\"; sleep 0.2; echo end >> \"$0\"";
     pid_t p[4];
     for (int i = 0; i < 4; i++) {
-        p[i] = START(NULL, "run", "-w", "30000", name, "--", "sh", "-c", script, log);
+        p[i] = START(NULL, "run", "-w", "30", name, "--", "sh", "-c", script, log);
     }
     for (int i = 0; i < 4; i++) {
         cr_assert_eq(wait_exit(p[i], 60000), 0);
@@ -301,7 +351,7 @@ Test(cli, killed_run_frees_the_lock_only_after_its_lease)
 {
     char *name = th_name("cli-kill");
     char *pidfile = tpath("child.pid");
-    pid_t p = START(NULL, "run", "-l", "3000", name, "--", "sh", "-c",
+    pid_t p = START(NULL, "run", "-l", "3s", name, "--", "sh", "-c",
                     "echo $$ > \"$0\"; exec sleep 30", pidfile);
     wait_for_file(pidfile, 10000);
     redisContext *r = th_redis(0);
@@ -315,7 +365,7 @@ Test(cli, killed_run_frees_the_lock_only_after_its_lease)
     long long ttl = th_pttl(r, name);
     cr_assert(ttl > 0 && ttl <= 3000, "PTTL %lld", ttl);
     /* A waiter gets it once the lease runs out, with no unlock message. */
-    cr_assert_eq(RUN(NULL, "run", "-w", "20000", name, "--", "true"), 0);
+    cr_assert_eq(RUN(NULL, "run", "-w", "20", name, "--", "true"), 0);
     cr_assert_eq(th_exists(r, name), 0);
     redisFree(r);
     free(cpid);
@@ -329,11 +379,11 @@ Test(cli, java_holder_blocks_until_released)
     redisContext *r = th_redis(0);
     java_hold(r, name, 30000);
     /* Not acquired within the wait: 75, and the holder is untouched. */
-    cr_assert_eq(RUN(NULL, "run", "-w", "300", name, "--", "true"), 75);
+    cr_assert_eq(RUN(NULL, "run", "-w", "300ms", name, "--", "true"), 75);
     cr_assert_eq(th_hget_int(r, name, "1b9d6bcd-bbfd-4b2d-9b5d-ab8dfbbd4bed:57"), 1);
 
     char *mark = tpath("ran");
-    pid_t p = START(NULL, "run", "-w", "60000", name, "--", "touch", mark);
+    pid_t p = START(NULL, "run", "-w", "1m", name, "--", "touch", mark);
     th_sleep_ms(500);
     cr_assert(still_running(p));
     cr_assert_neq(access(mark, F_OK), 0, "COMMAND ran while Java held the lock");
@@ -364,7 +414,7 @@ Test(cli, status_reports_holders_ttl_and_type)
     char *out = NULL;
     cr_assert_eq(RUN(&out, "status", name, "--json"), 0, "0 = locked");
     char want[512];
-    snprintf(want, sizeof want, "{\"owner\":\"%s\",\"count\":2}", owner);
+    snprintf(want, sizeof want, "{\"owner\":\"%s\",\"count\":2,\"connection\":", owner);
     cr_assert(strstr(out, want) != NULL, "%s", out);
     cr_assert(strstr(out, "\"locked\":true,\"type\":\"hash\",\"ttl_ms\":") != NULL, "%s", out);
     cr_assert(strstr(out, "cli-st\\\"q\\\\x") != NULL, "name escaped: %s", out);
@@ -377,7 +427,10 @@ Test(cli, status_reports_holders_ttl_and_type)
 
     th_ok(rlock_unlock(l));
     th_ok(rlock_unlock(l));
-    cr_assert_eq(RUN(&out, "status", "--json", name), 1, "1 = free");
+    cr_assert_eq(RUN(&out, "status", name), 1, "1 = free");
+    cr_assert(strstr(out, "locked: no\n"), "%s", out);
+    free(out);
+    cr_assert_eq(RUN(&out, "status", "--json", name), 0, "--json: 0 whenever answered");
     cr_assert(strstr(out, "\"locked\":false,\"type\":\"none\",\"ttl_ms\":-2,\"holders\":[]}"), "%s",
               out);
     free(out);
@@ -442,7 +495,7 @@ Test(cli, wait_returns_when_the_holder_unlocks)
     rlock *l = NULL;
     th_ok(rlock_new(c, name, &l));
     th_ok(rlock_lock(l, RLOCK_WATCHDOG));
-    cr_assert_eq(RUN(NULL, "wait", name, "-w", "300"), 75);
+    cr_assert_eq(RUN(NULL, "wait", name, "-w", "300ms"), 75);
     pid_t p = START(NULL, "wait", name);
     th_sleep_ms(500);
     cr_assert(still_running(p));
@@ -550,7 +603,7 @@ Test(cli, lease_expiry_signals_the_child_and_exits_79)
     redisContext *r = th_redis(0);
     /* No renewal with -l: the loop wakes at the lease deadline itself. */
     pid_t p =
-        start_trapping(name, "HUP", mark, (const char *const[]){"-l", "1000", "-s", "HUP", NULL});
+        start_trapping(name, "HUP", mark, (const char *const[]){"-l", "1", "-S", "HUP", NULL});
     cr_assert_eq(wait_exit(p, 15000), 79);
     char *got = slurp(mark);
     cr_assert_str_eq(got, "HUP\n");
@@ -558,7 +611,7 @@ Test(cli, lease_expiry_signals_the_child_and_exits_79)
     cr_assert_eq(th_exists(r, name), 0);
 
     /* A child that ignores the signal gets SIGKILL -k ms later. */
-    p = START(NULL, "run", "-l", "800", "-k", "300", name, "--", "sh", "-c",
+    p = START(NULL, "run", "-l", "800ms", "-k", "0.3", name, "--", "sh", "-c",
               "trap '' TERM; while :; do sleep 0.05; done");
     cr_assert_eq(wait_exit(p, 15000), 79);
     cr_assert_eq(th_exists(r, name), 0);
@@ -572,7 +625,7 @@ Test(cli, force_unlocked_under_a_lease_is_reported_at_exit)
     char *name = th_name("cli-stolen");
     char *pidfile = tpath("pid");
     redisContext *r = th_redis(0);
-    pid_t p = START(NULL, "run", "-l", "60000", name, "--", "sh", "-c", "echo $$ > \"$0\"; sleep 1",
+    pid_t p = START(NULL, "run", "-l", "60", name, "--", "sh", "-c", "echo $$ > \"$0\"; sleep 1",
                     pidfile);
     wait_for_file(pidfile, 10000);
     cr_assert_eq(RUN(NULL, "unlock", "--force", name), 0);
@@ -623,5 +676,277 @@ Test(cli, url_sources_and_forms_agree)
     cr_assert_eq(RUN(NULL, "--url", bad, "status", name), 2);
     free(bad);
     free(db5);
+    free(name);
+}
+
+/* ---- issue 9: passwords, diagnosis, flock(1) options, hold, status ---- */
+
+/* An ACL user of the shared server with the given password; the caller
+ * deletes it with del_user(). Other tests keep using the default user. */
+static char *add_user(const char *password)
+{
+    static int n;
+    char *user = NULL;
+    cr_assert(asprintf(&user, "cli-user-%d-%d", (int)getpid(), n++) > 0);
+    redisContext *r = th_redis(0);
+    redisReply *rep = th_cmd(r, "ACL SETUSER %s on >%s ~* &* +@all", user, password);
+    cr_assert(rep->type == REDIS_REPLY_STATUS, "ACL SETUSER: %s", rep->str);
+    freeReplyObject(rep);
+    redisFree(r);
+    return user;
+}
+
+static void del_user(char *user)
+{
+    redisContext *r = th_redis(0);
+    th_run(r, "ACL DELUSER %s", user);
+    redisFree(r);
+    free(user);
+}
+
+static char *url_of(const char *user, const char *password, int port, const char *tail)
+{
+    char *u = NULL;
+    cr_assert(asprintf(&u, "redis://%s:%s@127.0.0.1:%d%s", user ? user : "", password, port,
+                       tail) > 0);
+    return u;
+}
+
+/* Asserts that neither output holds the secret. */
+static void assert_hidden(const char *out, const char *err, const char *secret)
+{
+    cr_assert(strstr(out, secret) == NULL, "stdout shows the password: %s", out);
+    cr_assert(strstr(err, secret) == NULL, "stderr shows the password: %s", err);
+}
+
+/* Runs rlock with args; asserts its exit code, that stderr contains want
+ * (when not NULL), and that no output contains the secret. */
+static void expect(const char *secret, int code, const char *want, const char *const *args)
+{
+    char *out = NULL, *err = NULL;
+    int got = run_io(NULL, &out, &err, args);
+    assert_hidden(out, err, secret);
+    cr_assert_eq(got, code, "%s %s: exit %d, want %d; stderr: %s", args[0], args[1], got, code,
+                 err);
+    if (want != NULL) {
+        cr_assert(strstr(err, want) != NULL, "stderr lacks '%s': %s", want, err);
+    }
+    free(out);
+    free(err);
+}
+
+#define EXPECT(secret, code, want, ...)                                                        \
+    expect((secret), (code), (want), (const char *const[]){__VA_ARGS__, NULL})
+
+/* Every sub-command's failure for one URL: same exit code, same words. */
+static void expect_everywhere(const char *secret, const char *url, int code, const char *want,
+                              const char *name)
+{
+    EXPECT(secret, code, want, "--url", url, "run", name, "--", "true");
+    EXPECT(secret, code, want, "--url", url, "run", "--verbose", name, "-c", "true");
+    EXPECT(secret, code, want, "--url", url, "hold", "-n", name);
+    EXPECT(secret, code, want, "status", "--url", url, name);
+    EXPECT(secret, code, want, "status", "--json", "--url", url, name);
+    EXPECT(secret, code, want, "--verbose", "--url", url, "wait", "-n", name);
+    EXPECT(secret, code, want, "--url", url, "unlock", "--force", name);
+    setenv("RLOCK_URL", url, 1); /* the same from the environment */
+    EXPECT(secret, code, want, "status", name);
+    EXPECT(secret, code, want, "run", name, "--", "true");
+    setenv("RLOCK_URL", th_url(), 1);
+}
+
+Test(cli, no_output_shows_the_password_and_each_cause_has_its_code)
+{
+    const char *pw = "s3cret-Pw";
+    char *user = add_user(pw);
+    char *name = th_name("cli-secret");
+    char *url = NULL;
+
+    /* A wrong password: 77 and the server's own words. */
+    url = url_of(user, "wrong-s3cret-Pw", th_port(), "");
+    expect_everywhere("s3cret-Pw", url, 77, "WRONGPASS", name);
+    free(url);
+    /* A password for the default user, which has none. */
+    url = url_of(NULL, pw, th_port(), "");
+    expect_everywhere(pw, url, 77, "refused the user or password", name);
+    free(url);
+    /* A database the server refuses: 78, not "cannot reach". */
+    url = url_of(user, pw, th_port(), "/99");
+    expect_everywhere(pw, url, 78, "DB index is out of range", name);
+    free(url);
+    /* Nothing listening: 69, with the OS's reason. */
+    url = url_of(user, pw, 1, "");
+    expect_everywhere(pw, url, 69, "Connection refused", name);
+    free(url);
+    /* URL syntax: 2, naming the part, never the lock. */
+    url = url_of(user, pw, 99999, "");
+    expect_everywhere(pw, url, 2, "the port must be a number", name);
+    free(url);
+    url = url_of(user, pw, th_port(), "/x");
+    expect_everywhere(pw, url, 2, "the database", name);
+    free(url);
+    expect_everywhere(pw, "http://:s3cret-Pw@localhost", 2, "the scheme", name);
+    expect_everywhere(pw, "redis://:s3cret-Pw", 2, "the host is empty", name);
+    expect_everywhere(pw, "redis://host:s3cret-Pw", 2, "the port", name); /* '@' forgotten */
+    expect_everywhere(pw, "redis://:s3cret-Pw@", 2, "the host is empty", name);
+    expect_everywhere(pw, "redis://:s3cret-Pw%zz@localhost", 2, "%-escape in the password", name);
+    expect_everywhere(pw, "unix://relative?password=s3cret-Pw", 2, "absolute", name);
+    expect_everywhere(pw, "unix:///nonexistent/rlock.sock?password=s3cret-Pw", 69,
+                      "cannot reach the Redis server", name);
+    char *err = NULL;
+    cr_assert_eq(RUN_IO(NULL, NULL, &err, "--url", "bogus://x", "status", name), 2);
+    cr_assert(strstr(err, name) == NULL && strstr(err, "invalid argument") == NULL,
+              "a bad URL blames the URL, not the lock: %s", err);
+    cr_assert(strstr(err, "URL bogus://x") != NULL, "%s", err);
+    free(err);
+
+    /* Success, with --verbose and a holder: the password shows nowhere. */
+    url = url_of(user, pw, th_port(), "/0");
+    char *out = NULL;
+    cr_assert_eq(RUN_IO(NULL, &out, &err, "--verbose", "--url", url, "run", name, "--", "sh", "-c",
+                        "\"$0\" --verbose --url \"$1\" status \"$2\" && env", g_bin, url, name),
+                 0);
+    assert_hidden(out, err, pw);
+    cr_assert(strstr(err, "redis://") != NULL && strstr(err, ":***@127.0.0.1") != NULL,
+              "the URL, redacted, user kept: %s", err);
+    cr_assert(strstr(err, user) != NULL, "user kept: %s", err);
+    free(out);
+    free(err);
+    free(url);
+    redisContext *r = th_redis(0);
+    cr_assert_eq(th_exists(r, name), 0);
+    redisFree(r);
+    del_user(user);
+    free(name);
+}
+
+/* A password with every awkward character: percent-encoded in the URL,
+ * hidden in messages in both forms, and passed intact to the library
+ * (run) and to the direct connections (status, wait). */
+Test(cli, encoded_password_reaches_the_server_intact)
+{
+    const char *pw = "p@ss:w/rd%?#&=";
+    char *user = add_user(pw);
+    char *name = th_name("cli-encoded");
+    char *url = url_of(user, "p%40ss%3Aw%2Frd%25%3F%23%26%3D", th_port(), "");
+    char *out = NULL, *err = NULL;
+    cr_assert_eq(RUN_IO(NULL, &out, &err, "--url", url, "run", name, "--", "sh", "-c",
+                        "\"$0\" --url \"$1\" status \"$2\" >/dev/null && "
+                        "\"$0\" --url \"$1\" wait -n \"$2\"; test $? -eq 75",
+                        g_bin, url, name),
+                 0, "%s", err);
+    assert_hidden(out, err, "p%40ss");
+    free(out);
+    free(err);
+    char *wrong = url_of(user, "p%40ss%3Aw%2Frd%25%3F%23%26", th_port(), "");
+    EXPECT("p%40ss", 77, "WRONGPASS", "--url", wrong, "status", name);
+    free(wrong);
+    free(url);
+    del_user(user);
+    free(name);
+}
+
+/* A server that wants a password the URL lacks: 77 from every
+ * sub-command (status said 70 and run 69 before), and the password can
+ * come from RLOCK_AUTH, --password-file or --askpass instead. */
+Test(cli, missing_password_and_its_other_sources)
+{
+    th_server s;
+    th_server_start(&s);
+    redisContext *r = th_redis(s.port);
+    th_run(r, "CONFIG SET requirepass s3cret-Pw");
+    redisFree(r);
+    char *name = th_name("cli-noauth");
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", s.port);
+    expect_everywhere("s3cret-Pw", url, 77, "NOAUTH", name);
+
+    /* RLOCK_AUTH, for a URL without a password; COMMAND's environment and
+     * rlock's own (as ps e shows it) lose it. */
+    setenv("RLOCK_AUTH", "s3cret-Pw", 1);
+    char *envfile = tpath("env");
+    char *out = NULL, *err = NULL;
+    cr_assert_eq(RUN_IO(NULL, &out, &err, "--url", url, "run", name, "--", "sh", "-c",
+                        "env > \"$0\"; tr '\\0' '\\n' < /proc/$PPID/environ >> \"$0\"; "
+                        "tr '\\0' ' ' < /proc/$PPID/cmdline >> \"$0\"",
+                        envfile),
+                 0, "%s", err);
+    char *env = slurp(envfile);
+    cr_assert(strstr(env, "s3cret") == NULL, "the password leaked: %s", env);
+    cr_assert(strstr(env, "RLOCK_AUTH") == NULL, "%s", env);
+    free(env);
+    free(out);
+    free(err);
+    /* A password in the URL wins over RLOCK_AUTH (as with redis-cli). */
+    char wrong[96];
+    snprintf(wrong, sizeof wrong, "redis://:wrong@127.0.0.1:%d", s.port);
+    EXPECT("s3cret-Pw", 77, "WRONGPASS", "--url", wrong, "status", name);
+    unsetenv("RLOCK_AUTH");
+
+    /* --password-file: its first line. */
+    char *pwfile = tfile("pw", "s3cret-Pw\nnot this line\n", 0600);
+    EXPECT("s3cret-Pw", 1, NULL, "--password-file", pwfile, "--url", url, "status", name);
+    EXPECT("s3cret-Pw", 0, NULL, "--url", url, "run", "--password-file", pwfile, name, "--",
+           "true");
+    EXPECT("s3cret-Pw", 2, "--password-file", "--password-file", "/nonexistent/pw", "--url", url,
+           "status", name);
+    /* It overrides the URL's password, as --askpass does. */
+    EXPECT("s3cret-Pw", 1, NULL, "--password-file", pwfile, "--url", wrong, "status", name);
+
+    /* --askpass: one line of standard input; the rest is COMMAND's. */
+    char *in = tfile("stdin", "s3cret-Pw\nfor the command\n", 0600);
+    cr_assert_eq(
+        RUN_IO(in, &out, &err, "--askpass", "--url", url, "run", name, "--", "sh", "-c", "cat"), 0,
+        "%s", err);
+    cr_assert_str_eq(out, "for the command\n");
+    assert_hidden(out, err, "s3cret");
+    free(out);
+    free(err);
+    char *empty = tfile("empty", "", 0600);
+    EXPECT("s3cret-Pw", 2, "no password", "--askpass", "--url", url, "status", name);
+    cr_assert_eq(RUN_IO(empty, NULL, NULL, "--askpass", "--url", url, "status", name), 2);
+
+    r = th_redis(s.port);
+    th_run(r, "AUTH s3cret-Pw");
+    cr_assert_eq(th_exists(r, name), 0, "released after every run");
+    redisFree(r);
+    th_server_stop(&s);
+    free(empty);
+    free(in);
+    free(pwfile);
+    free(envfile);
+    free(name);
+}
+
+/* RLOCK_AUTH completes a URL that names only the user. */
+Test(cli, rlock_auth_gives_the_users_password)
+{
+    char *user = add_user("s3cret-Pw");
+    char *name = th_name("cli-envauth");
+    char *url = NULL;
+    cr_assert(asprintf(&url, "redis://%s@127.0.0.1:%d", user, th_port()) > 0);
+    EXPECT("s3cret-Pw", 2, "has no password", "--url", url, "status", name);
+    setenv("RLOCK_AUTH", "s3cret-Pw", 1);
+    char *out = tpath("hold.out");
+    pid_t p = start_io(NULL, out, NULL,
+                       (const char *const[]){"--url", url, "hold", name, NULL});
+    redisContext *r = th_redis(0);
+    wait_for_key(r, name, 1, th_ms(10000));
+    /* Neither ps nor ps e shows it. */
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/environ", (int)p);
+    FILE *f = fopen(path, "r");
+    cr_assert(f != NULL);
+    static char buf[65536];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    cr_assert(n > 0 && memmem(buf, n, "s3cret", 6) == NULL, "ps e shows the password");
+    kill(p, SIGTERM);
+    cr_assert_eq(wait_exit(p, th_ms(15000)), 0);
+    cr_assert_eq(th_exists(r, name), 0);
+    redisFree(r);
+    free(out);
+    free(url);
+    del_user(user);
     free(name);
 }

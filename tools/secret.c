@@ -12,8 +12,6 @@
 #include <termios.h>
 #include <unistd.h>
 
-extern char **environ;
-
 char *cli_take_env_auth(void)
 {
     char *v = getenv("RLOCK_AUTH");
@@ -22,10 +20,12 @@ char *cli_take_env_auth(void)
     }
     char *copy = strdup(v);
     /* unsetenv() only drops the pointer: the text stays in the initial
-     * environment block, which ps e and /proc/PID/environ read. Overwrite
-     * it there first. */
-    memset(v, 0, strlen(v));
+     * environment block, which ps e and /proc/PID/environ read. Wipe the
+     * whole "RLOCK_AUTH=..." entry there (getenv() points into it). */
+    char *entry = v - strlen("RLOCK_AUTH=");
+    size_t n = strlen(entry);
     unsetenv("RLOCK_AUTH");
+    explicit_bzero(entry, n);
     return copy;
 }
 
