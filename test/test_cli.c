@@ -903,8 +903,9 @@ Test(cli, missing_password_and_its_other_sources)
     free(out);
     free(err);
     char *empty = tfile("empty", "", 0600);
-    EXPECT("s3cret-Pw", 2, "no password", "--askpass", "--url", url, "status", name);
-    cr_assert_eq(RUN_IO(empty, NULL, NULL, "--askpass", "--url", url, "status", name), 2);
+    cr_assert_eq(RUN_IO(empty, NULL, &err, "--askpass", "--url", url, "status", name), 2);
+    cr_assert(strstr(err, "no password") != NULL, "%s", err);
+    free(err);
 
     r = th_redis(s.port);
     th_run(r, "AUTH s3cret-Pw");
@@ -948,5 +949,170 @@ Test(cli, rlock_auth_gives_the_users_password)
     free(out);
     free(url);
     del_user(user);
+    free(name);
+}
+
+/* -w takes seconds with fractions, or a unit, as flock -w does; -n makes
+ * one attempt; -E picks the conflict exit code; wait takes them too. The
+ * lower bounds are what was asked for; the upper ones are generous. */
+Test(cli, wait_times_nonblock_and_conflict_code)
+{
+    char *name = th_name("cli-times");
+    redisContext *r = th_redis(0);
+    java_hold(r, name, 60000);
+    static const struct {
+        const char *arg;
+        int64_t ms;
+    } times[] = {{"1.5", 1500}, {"300ms", 300}, {"0.4s", 400}, {".2", 200}, {"0.01m", 600}};
+    for (size_t i = 0; i < sizeof times / sizeof times[0]; i++) {
+        int64_t t0 = th_now_ms();
+        cr_assert_eq(RUN(NULL, "run", "-w", times[i].arg, name, "--", "true"), 75);
+        int64_t took = th_now_ms() - t0;
+        cr_assert(took >= times[i].ms && took < th_ms(15000), "-w %s took %lld ms", times[i].arg,
+                  (long long)took);
+    }
+    int64_t t0 = th_now_ms();
+    cr_assert_eq(RUN(NULL, "run", "--timeout", "0.3", name, "--", "true"), 75);
+    cr_assert(th_now_ms() - t0 >= 300);
+    const char *bad[] = {"1x", "-1", "1.5.2", "ms", "", "1 s", "5e3", "99999999999999"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cr_assert_eq(RUN(NULL, "run", "-w", bad[i], name, "--", "true"), 2, "-w '%s'", bad[i]);
+    }
+    char *err = NULL;
+    cr_assert_eq(RUN_IO(NULL, NULL, &err, "run", "-n", name, "--", "true"), 75);
+    cr_assert(strstr(err, "held elsewhere") != NULL, "%s", err);
+    free(err);
+    cr_assert_eq(RUN(NULL, "run", "--nonblock", "-E", "9", name, "--", "true"), 9);
+    cr_assert_eq(RUN(NULL, "run", "-E", "0", "-w", "100ms", name, "--", "false"), 0,
+                 "not acquired: -E's code, not COMMAND's");
+    cr_assert_eq(RUN(NULL, "hold", "-n", "--conflict-exit-code", "3", name), 3);
+    cr_assert_eq(RUN(NULL, "wait", "-n", name), 75);
+    cr_assert_eq(RUN(NULL, "wait", "-E", "4", "-w", "200ms", name), 4);
+    cr_assert_eq(th_hlen(r, name), 1, "only the Java holder");
+    th_run(r, "DEL %s", name);
+    cr_assert_eq(RUN(NULL, "run", "-n", "-x", name, "--", "true"), 0, "-x: exclusive, the default");
+    cr_assert_eq(RUN(NULL, "run", "-e", "-w", "1", name, "--", "true"), 0);
+    cr_assert_eq(RUN(NULL, "wait", "-n", name), 0);
+    redisFree(r);
+    free(name);
+}
+
+/* flock's -c: one command line for the shell, after NAME (or before);
+ * COMMAND sees RLOCK_NAME, RLOCK_HELD and RLOCK_OWNER. */
+Test(cli, command_line_with_c_and_the_childs_environment)
+{
+    char *name = th_name("cli-dash-c");
+    char *file = tpath("c.out");
+    char *line = NULL;
+    cr_assert(asprintf(&line,
+                       "printf '%%s|%%s|%%s\\n' \"$RLOCK_NAME\" \"$RLOCK_HELD\" \"$RLOCK_OWNER\" "
+                       "> %s; exit 3",
+                       file) > 0);
+    setenv("RLOCK_HELD", "stale", 1); /* replaced, not duplicated */
+    cr_assert_eq(RUN(NULL, "run", name, "-c", line), 3);
+    char *got = slurp(file);
+    char *want = NULL;
+    cr_assert(asprintf(&want, "%s|1|", name) > 0);
+    cr_assert(strncmp(got, want, strlen(want)) == 0, "%s", got);
+    /* The owner is the holder field, "<client id>:<thread>". */
+    const char *owner = got + strlen(want);
+    cr_assert(strlen(owner) > 38 && owner[36] == ':', "%s", owner);
+    free(got);
+    unlink(file);
+    cr_assert_eq(RUN(NULL, "run", "-c", line, "-w", "5", name), 3, "-c before NAME");
+    cr_assert_eq(access(file, F_OK), 0);
+    cr_assert_eq(RUN(NULL, "run", name, "--command", "exit 0"), 0);
+    char *err = NULL;
+    cr_assert_eq(RUN_IO(NULL, NULL, &err, "run", "-s", name, "--", "true"), 2);
+    cr_assert(strstr(err, "shared locks are not supported yet") != NULL, "%s", err);
+    free(err);
+    cr_assert_eq(RUN(NULL, "hold", "--shared", name), 2);
+    redisContext *r = th_redis(0);
+    cr_assert_eq(th_exists(r, name), 0);
+    redisFree(r);
+    unsetenv("RLOCK_HELD");
+    free(want);
+    free(line);
+    free(file);
+    free(name);
+}
+
+/* Reads the first line rlock hold prints (the holder field) once it is
+ * there. */
+static char *first_line(const char *path)
+{
+    int64_t end = th_now_ms() + th_ms(10000);
+    for (;;) {
+        char *text = slurp(path);
+        char *nl = strchr(text, '\n');
+        if (nl != NULL) {
+            *nl = '\0';
+            return text;
+        }
+        free(text);
+        cr_assert(th_now_ms() < end, "rlock hold printed nothing");
+        th_sleep_ms(20);
+    }
+}
+
+/* hold: the etcdctl lock NAME mode. Holds until a signal, renewing. */
+Test(cli, hold_keeps_the_lock_until_a_signal)
+{
+    char *name = th_name("cli-hold");
+    char *out = tpath("hold.out");
+    setenv("RLOCK_WATCHDOG_MS", "1500", 1);
+    pid_t p = START(out, "hold", name);
+    char *owner = first_line(out);
+    redisContext *r = th_redis(0);
+    cr_assert_eq(th_hget_int(r, name, owner), 1, "holds it as %s", owner);
+    th_sleep_ms(2000); /* longer than the lease: the watchdog renews it */
+    cr_assert_eq(th_hget_int(r, name, owner), 1);
+    cr_assert_eq(RUN(NULL, "run", "-n", name, "--", "true"), 75);
+    cr_assert(still_running(p));
+    kill(p, SIGTERM);
+    cr_assert_eq(wait_exit(p, th_ms(15000)), 0, "released on SIGTERM: exit 0");
+    cr_assert_eq(th_exists(r, name), 0);
+    free(owner);
+
+    /* Lost while held: 79 at once. */
+    unlink(out); /* first_line() must not read the last run's line */
+    p = START(out, "hold", name);
+    owner = first_line(out);
+    cr_assert_eq(th_hget_int(r, name, owner), 1);
+    th_run(r, "DEL %s", name);
+    cr_assert_eq(wait_exit(p, th_ms(15000)), 79);
+    free(owner);
+    /* With -l, the lease's end is the loss. */
+    unlink(out);
+    p = START(out, "hold", "-l", "500ms", name);
+    owner = first_line(out);
+    cr_assert_eq(wait_exit(p, th_ms(15000)), 79);
+    cr_assert_eq(th_exists(r, name), 0);
+    free(owner);
+    redisFree(r);
+    free(out);
+    free(name);
+}
+
+Test(cli, verbose_says_what_happens)
+{
+    char *name = th_name("cli-verbose");
+    char *err = NULL;
+    cr_assert_eq(RUN_IO(NULL, NULL, &err, "--verbose", "run", name, "--", "true"), 0);
+    cr_assert(strstr(err, "connecting to redis://127.0.0.1:") && strstr(err, "acquired in") &&
+                  strstr(err, "running true") && strstr(err, "released"),
+              "%s", err);
+    free(err);
+    redisContext *r = th_redis(0);
+    java_hold(r, name, 60000);
+    cr_assert_eq(RUN_IO(NULL, NULL, &err, "run", "-v", "-w", "200ms", name, "--", "true"), 75);
+    cr_assert(strstr(err, "held elsewhere (TTL"), "%s", err);
+    free(err);
+    cr_assert_eq(RUN_IO(NULL, NULL, &err, "run", "-w", "200ms", name, "--", "true"), 75);
+    cr_assert(strstr(err, "acquired in") == NULL && strstr(err, "connecting") == NULL,
+              "quiet without --verbose: %s", err);
+    free(err);
+    th_run(r, "DEL %s", name);
+    redisFree(r);
     free(name);
 }
