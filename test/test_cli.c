@@ -1116,3 +1116,132 @@ Test(cli, verbose_says_what_happens)
     redisFree(r);
     free(name);
 }
+
+/* Checks the JSON in path with Python's parser: valid, "locked" as
+ * expected, the name carrying prefix (ASCII) and the rest as want (the
+ * decoded text, U+FFFD for each byte of invalid UTF-8). */
+static void check_json(const char *path, const char *prefix, const char *want_hex, bool locked)
+{
+    char *cmd = NULL;
+    cr_assert(asprintf(&cmd,
+                       "python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); "
+                       "w=sys.argv[2]+bytes.fromhex(sys.argv[3]).decode(\"utf-8\"); "
+                       "assert d[\"name\"]==w, (d[\"name\"],w); "
+                       "assert d[\"locked\"] is (sys.argv[4]==\"1\"); "
+                       "assert all(h[\"owner\"].startswith(w) for h in d[\"holders\"])' "
+                       "%s '%s' '%s' %d",
+                       path, prefix, want_hex, locked) > 0);
+    cr_assert_eq(system(cmd), 0, "not the JSON expected: %s", cmd);
+    free(cmd);
+}
+
+/* status --json: valid JSON whatever bytes the name (and a holder field)
+ * hold, and exit 0 whether locked or not. */
+Test(cli, status_json_is_valid_for_any_name)
+{
+    bool python = system("python3 -c 'import json' >/dev/null 2>&1") == 0;
+    static const struct {
+        const char *bytes;
+        const char *want_hex; /* UTF-8 of the expected decoding */
+    } odd[] = {
+        {"\x01\x1f\x7f", "011f7f"},
+        {"\"\\\n\t/", "225c0a092f"},
+        {"caf\xc3\xa9 \xf0\x9f\x98\x80", "636166c3a920f09f9880"},
+        {"\xff\xfe", "efbfbdefbfbd"},
+        {"\xc3", "efbfbd"},                                /* cut short */
+        {"\xc0\xaf", "efbfbdefbfbd"},                      /* overlong "/" */
+        {"\xed\xa0\x80", "efbfbdefbfbdefbfbd"},            /* a surrogate */
+        {"\xf4\x90\x80\x80", "efbfbdefbfbdefbfbdefbfbd"},  /* above U+10FFFF */
+        {"\xe2\x82", "efbfbdefbfbd"},                      /* cut short */
+        {"ok\xe2\x82\xac", "6f6be282ac"},                  /* the euro sign */
+    };
+    char *path = tpath("status.json");
+    redisContext *r = th_redis(0);
+    for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i++) {
+        char *prefix = th_name("cli-json");
+        char *name = NULL, *owner = NULL;
+        cr_assert(asprintf(&name, "%s%s", prefix, odd[i].bytes) > 0);
+        cr_assert_eq(RUN(NULL, "status", "--json", name), 0, "free: still 0 with --json");
+        /* A holder field made of the same bytes (no client writes that,
+         * but a hash may hold anything). */
+        cr_assert(asprintf(&owner, "%s:1", name) > 0);
+        freeReplyObject(th_cmd(r, "HSET %b %b 1", name, strlen(name), owner, strlen(owner)));
+        freeReplyObject(th_cmd(r, "PEXPIRE %b 60000", name, strlen(name)));
+        int code = wait_exit(start(path, (const char *const[]){"status", "--json", name, NULL}),
+                             th_ms(15000));
+        cr_assert_eq(code, 0);
+        if (python) {
+            check_json(path, prefix, odd[i].want_hex, true);
+        }
+        /* Text output escapes control bytes. */
+        char *out = NULL;
+        cr_assert_eq(RUN(&out, "status", name), 0);
+        for (const char *p = out; *p; p++) {
+            cr_assert((unsigned char)*p >= 0x20 || *p == '\n', "raw control byte in %s", out);
+        }
+        free(out);
+        freeReplyObject(th_cmd(r, "DEL %b", name, strlen(name)));
+        free(owner);
+        free(name);
+        free(prefix);
+    }
+    redisFree(r);
+    free(path);
+    if (!python) {
+        cr_skip_test("python3 not found: JSON validity not checked");
+    }
+}
+
+/* status finds the holder's connection by its name,
+ * "rlock:<client-id or its first 8+ characters>:<host>:<pid>", in CLIENT
+ * LIST, and shows its host, pid and address. */
+Test(cli, status_shows_the_holders_connection)
+{
+    char *name = th_name("cli-who");
+    const char *id = "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9";
+    redisContext *r = th_redis(0);
+    freeReplyObject(th_cmd(r, "HSET %s %s:7 2", name, id));
+    th_run(r, "PEXPIRE %s 60000", name);
+    /* Connections named as the library names its own, one with the whole
+     * client id and one with its first 8 characters, plus a stranger. */
+    redisContext *c1 = th_redis(0), *c2 = th_redis(0), *c3 = th_redis(0);
+    th_run(c1, "CLIENT SETNAME rlock:%s:build-host-1:4242", id);
+    th_run(c2, "CLIENT SETNAME rlock:0f1e2d3c:build-host-1:4242");
+    th_run(c3, "CLIENT SETNAME rlock:99999999:elsewhere:1");
+    char *out = NULL;
+    cr_assert_eq(RUN(&out, "status", name), 0);
+    cr_assert(strstr(out, "connection: rlock:") && strstr(out, "(host build-host-1, pid 4242, 2 "
+                                                                "connections)"),
+              "%s", out);
+    cr_assert(strstr(out, "elsewhere") == NULL, "%s", out);
+    free(out);
+    cr_assert_eq(RUN(&out, "status", "--json", name), 0);
+    cr_assert(strstr(out, "\"host\":\"build-host-1\",\"pid\":4242,\"connections\":2}"), "%s", out);
+    cr_assert(strstr(out, "\"addr\":\"127.0.0.1:"), "%s", out);
+    free(out);
+    redisFree(c1);
+    redisFree(c2);
+    /* Gone (or never named, as Redisson's): null, and no error. */
+    th_sleep_ms(100);
+    cr_assert_eq(RUN(&out, "status", "--json", name), 0);
+    cr_assert(strstr(out, "\"connection\":null"), "%s", out);
+    free(out);
+    cr_assert_eq(RUN(&out, "status", name), 0);
+    cr_assert(strstr(out, "connection: none named for this holder"), "%s", out);
+    free(out);
+    redisFree(c3);
+
+    /* An ACL user without CLIENT: the rest of the answer stands. */
+    char *user = add_user("s3cret-Pw");
+    th_run(r, "ACL SETUSER %s -client", user);
+    char *url = url_of(user, "s3cret-Pw", th_port(), "");
+    cr_assert_eq(RUN(&out, "--url", url, "status", "--json", name), 0);
+    cr_assert(strstr(out, "\"connection\":null") && strstr(out, "\"client_list_error\":\"NOPERM"),
+              "%s", out);
+    free(out);
+    free(url);
+    del_user(user);
+    th_run(r, "DEL %s", name);
+    redisFree(r);
+    free(name);
+}
