@@ -793,6 +793,11 @@ Test(cli, no_output_shows_the_password_and_each_cause_has_its_code)
     expect_everywhere(pw, "unix://relative?password=s3cret-Pw", 2, "absolute", name);
     expect_everywhere(pw, "unix:///nonexistent/rlock.sock?password=s3cret-Pw", 69,
                       "cannot reach the Redis server", name);
+    /* A password holding '/', '@' or '?', unescaped. */
+    expect_everywhere(pw, "redis://u:s3cret-Pw/x@127.0.0.1:1", 2, "the port", name);
+    expect_everywhere("s3c@ret-Pw", "redis://u:s3c@ret-Pw@127.0.0.1:1", 69, "Connection refused",
+                      name);
+    expect_everywhere("s3c?ret", "redis://u:s3c?ret@127.0.0.1:1/0", 69, "Connection refused", name);
     char *err = NULL;
     cr_assert_eq(RUN_IO(NULL, NULL, &err, "--url", "bogus://x", "status", name), 2);
     cr_assert(strstr(err, name) == NULL && strstr(err, "invalid argument") == NULL,
@@ -812,8 +817,27 @@ Test(cli, no_output_shows_the_password_and_each_cause_has_its_code)
     cr_assert(strstr(err, user) != NULL, "user kept: %s", err);
     free(out);
     free(err);
-    free(url);
+
+    /* A password given on the command line is masked in rlock's argv, so
+     * that ps(1) stops showing it once rlock runs. */
+    char *holdout = tpath("hold.out");
+    pid_t p = start_io(NULL, holdout, NULL,
+                       (const char *const[]){"--url", url, "hold", name, NULL});
     redisContext *r = th_redis(0);
+    wait_for_key(r, name, 1, th_ms(10000));
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)p);
+    FILE *f = fopen(path, "r");
+    cr_assert(f != NULL);
+    static char buf[4096];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    cr_assert(n > 0 && memmem(buf, n, pw, strlen(pw)) == NULL, "ps shows the password");
+    cr_assert(memmem(buf, n, user, strlen(user)) != NULL, "the user stays");
+    kill(p, SIGTERM);
+    cr_assert_eq(wait_exit(p, th_ms(15000)), 0);
+    free(holdout);
+    free(url);
     cr_assert_eq(th_exists(r, name), 0);
     redisFree(r);
     del_user(user);

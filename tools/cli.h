@@ -62,6 +62,7 @@ typedef struct cli_url {
 /* Options every sub-command shares. */
 typedef struct cli_opts {
     const char *url_arg; /* as given: --url, RLOCK_URL, REDIS_URL or the default */
+    char *url_copy;      /* url_arg's copy when --url was masked in argv */
     const char *url_src; /* where it came from, for messages */
     char *shown;         /* url_arg with its password replaced by *** */
     cli_url ep;          /* parsed, with the password from any source */
@@ -161,6 +162,8 @@ char *cli_url_compose(const cli_url *u);
 /* url with any password (and a port that is not a number) replaced by
  * ***, for messages; works on malformed URLs too; malloc'd. */
 char *cli_url_redact(const char *url);
+/* Masks the same parts with '*' in place, keeping the length. */
+void cli_url_scrub(char *url);
 /* Zeroes n bytes of p, then frees it; NULL is a no-op. */
 void cli_secure_free(void *p, size_t n);
 

@@ -475,6 +475,16 @@ static int resolve_url(cli_opts *o)
         o->url_arg = DEFAULT_URL;
         o->url_src = "the default";
     }
+    if (strcmp(o->url_src, "--url") == 0) {
+        /* Mask the password in our argv: ps(1) shows it no longer (it
+         * did until now: prefer RLOCK_AUTH and the other sources). */
+        if ((o->url_copy = strdup(o->url_arg)) == NULL) {
+            cli_error("out of memory");
+            return CLI_EXIT_SOFTWARE;
+        }
+        cli_url_scrub((char *)o->url_arg);
+        o->url_arg = o->url_copy;
+    }
     if ((o->shown = cli_url_redact(o->url_arg)) == NULL) {
         cli_error("out of memory");
         return CLI_EXIT_SOFTWARE;
@@ -580,7 +590,11 @@ static int cmd_wait(const cli_opts *o, const cli_args *a)
         cli_verbose(o, "%s: free", a->name);
         return CLI_EXIT_OK;
     case CLI_WAIT_TIMEOUT:
-        cli_error("%s: still locked after %.3f s", a->name, (double)a->wait_ms / 1000);
+        if (a->wait_ms == 0) {
+            cli_error("%s: locked (one check: -n or -w 0)", a->name);
+        } else {
+            cli_error("%s: still locked after %.3f s", a->name, (double)a->wait_ms / 1000);
+        }
         return a->conflict_code;
     default:
         return cli_fail(err, a->name);
@@ -664,5 +678,8 @@ int main(int argc, char **argv)
     }
     cli_url_free(&o.ep);
     free(o.shown);
+    if (o.url_copy != NULL) {
+        cli_secure_free(o.url_copy, strlen(o.url_copy));
+    }
     return rc;
 }

@@ -368,3 +368,39 @@ char *cli_url_redact(const char *url)
     redact_query(out);
     return out;
 }
+
+/* The spans cli_url_redact() hides, masked in place with '*' (same length):
+ * for the --url argument, so that ps(1) shows no password once rlock has
+ * started (as mysql(1) does with -p). */
+void cli_url_scrub(char *url)
+{
+    for (char *q = url; (q = strpbrk(q, "?&")) != NULL;) {
+        q++;
+        if (strncmp(q, "password=", 9) == 0) {
+            memset(q + 9, '*', strcspn(q + 9, "&#"));
+        }
+    }
+    if (strncmp(url, "unix://", 7) == 0) {
+        return;
+    }
+    char *auth = strstr(url, "://");
+    auth = auth ? auth + 3 : url;
+    char *at = strrchr(auth, '@');
+    if (at != NULL) {
+        char *colon = memchr(auth, ':', (size_t)(at - auth));
+        if (colon != NULL) {
+            memset(colon + 1, '*', (size_t)(at - colon - 1));
+        }
+        return;
+    }
+    size_t hlen = strcspn(auth, "/?#");
+    char *colon = auth[0] == '[' ? memchr(auth, ']', hlen) : NULL;
+    colon = colon ? (colon[1] == ':' ? colon + 1 : NULL) : memchr(auth, ':', hlen);
+    if (colon != NULL) {
+        size_t plen = hlen - (size_t)(colon + 1 - auth);
+        if (strspn(colon + 1, "0123456789") < plen) {
+            memset(colon + 1, '*', plen);
+        }
+    }
+}
+
