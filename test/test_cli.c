@@ -170,7 +170,8 @@ static int run_io(const char *in, char **out, char **err, const char *const *arg
 }
 
 #define RUN(out, ...) run((out), (const char *const[]){__VA_ARGS__, NULL})
-#define RUN_IO(in, out, err, ...) run_io((in), (out), (err), (const char *const[]){__VA_ARGS__, NULL})
+#define RUN_IO(in, out, err, ...) \
+    run_io((in), (out), (err), (const char *const[]){__VA_ARGS__, NULL})
 #define START(out, ...) start((out), (const char *const[]){__VA_ARGS__, NULL})
 
 static void wait_for_file(const char *path, int64_t timeout_ms)
@@ -236,14 +237,14 @@ Test(cli, bad_usage_exits_2)
     cr_assert_eq(RUN(NULL, "run", "-l", "0", name, "--", "true"), 2);
     cr_assert_eq(RUN(NULL, "run", "-S", "NOPE", name, "--", "true"), 2);
     cr_assert_eq(RUN(NULL, "run", "-E", "256", name, "--", "true"), 2);
-    cr_assert_eq(RUN(NULL, "run", name, "-c"), 2);                   /* no LINE */
-    cr_assert_eq(RUN(NULL, "run", name, "-c", "true", "extra"), 2);  /* one LINE */
+    cr_assert_eq(RUN(NULL, "run", name, "-c"), 2);                  /* no LINE */
+    cr_assert_eq(RUN(NULL, "run", name, "-c", "true", "extra"), 2); /* one LINE */
     cr_assert_eq(RUN(NULL, "run", "-c", "true", name, "--", "true"), 2);
     cr_assert_eq(RUN(NULL, "hold"), 2);
     cr_assert_eq(RUN(NULL, "hold", name, "extra"), 2);
     cr_assert_eq(RUN(NULL, "hold", "-S", "HUP", name), 2); /* run's option */
-    cr_assert_eq(RUN(NULL, "status", "-w", "1", name), 2);  /* run's option */
-    cr_assert_eq(RUN(NULL, "status"), 2); /* no NAME */
+    cr_assert_eq(RUN(NULL, "status", "-w", "1", name), 2); /* run's option */
+    cr_assert_eq(RUN(NULL, "status"), 2);                  /* no NAME */
     cr_assert_eq(RUN(NULL, "status", name, "extra"), 2);
     cr_assert_eq(RUN(NULL, "unlock", name), 2); /* --force missing */
     cr_assert_eq(RUN(NULL, "--url", "bogus://x", "run", name, "--", "true"), 2);
@@ -707,8 +708,8 @@ static void del_user(char *user)
 static char *url_of(const char *user, const char *password, int port, const char *tail)
 {
     char *u = NULL;
-    cr_assert(asprintf(&u, "redis://%s:%s@127.0.0.1:%d%s", user ? user : "", password, port,
-                       tail) > 0);
+    cr_assert(asprintf(&u, "redis://%s:%s@127.0.0.1:%d%s", user ? user : "", password, port, tail) >
+              0);
     return u;
 }
 
@@ -735,7 +736,7 @@ static void expect(const char *secret, int code, const char *want, const char *c
     free(err);
 }
 
-#define EXPECT(secret, code, want, ...)                                                        \
+#define EXPECT(secret, code, want, ...) \
     expect((secret), (code), (want), (const char *const[]){__VA_ARGS__, NULL})
 
 /* Every sub-command's failure for one URL: same exit code, same words. */
@@ -821,8 +822,8 @@ Test(cli, no_output_shows_the_password_and_each_cause_has_its_code)
     /* A password given on the command line is masked in rlock's argv, so
      * that ps(1) stops showing it once rlock runs. */
     char *holdout = tpath("hold.out");
-    pid_t p = start_io(NULL, holdout, NULL,
-                       (const char *const[]){"--url", url, "hold", name, NULL});
+    pid_t p =
+        start_io(NULL, holdout, NULL, (const char *const[]){"--url", url, "hold", name, NULL});
     redisContext *r = th_redis(0);
     wait_for_key(r, name, 1, th_ms(10000));
     char path[64];
@@ -953,8 +954,7 @@ Test(cli, rlock_auth_gives_the_users_password)
     EXPECT("s3cret-Pw", 2, "has no password", "--url", url, "status", name);
     setenv("RLOCK_AUTH", "s3cret-Pw", 1);
     char *out = tpath("hold.out");
-    pid_t p = start_io(NULL, out, NULL,
-                       (const char *const[]){"--url", url, "hold", name, NULL});
+    pid_t p = start_io(NULL, out, NULL, (const char *const[]){"--url", url, "hold", name, NULL});
     redisContext *r = th_redis(0);
     wait_for_key(r, name, 1, th_ms(10000));
     /* Neither ps nor ps e shows it. */
@@ -1172,12 +1172,12 @@ Test(cli, status_json_is_valid_for_any_name)
         {"\"\\\n\t/", "225c0a092f"},
         {"caf\xc3\xa9 \xf0\x9f\x98\x80", "636166c3a920f09f9880"},
         {"\xff\xfe", "efbfbdefbfbd"},
-        {"\xc3", "efbfbd"},                                /* cut short */
-        {"\xc0\xaf", "efbfbdefbfbd"},                      /* overlong "/" */
-        {"\xed\xa0\x80", "efbfbdefbfbdefbfbd"},            /* a surrogate */
-        {"\xf4\x90\x80\x80", "efbfbdefbfbdefbfbdefbfbd"},  /* above U+10FFFF */
-        {"\xe2\x82", "efbfbdefbfbd"},                      /* cut short */
-        {"ok\xe2\x82\xac", "6f6be282ac"},                  /* the euro sign */
+        {"\xc3", "efbfbd"},                               /* cut short */
+        {"\xc0\xaf", "efbfbdefbfbd"},                     /* overlong "/" */
+        {"\xed\xa0\x80", "efbfbdefbfbdefbfbd"},           /* a surrogate */
+        {"\xf4\x90\x80\x80", "efbfbdefbfbdefbfbdefbfbd"}, /* above U+10FFFF */
+        {"\xe2\x82", "efbfbdefbfbd"},                     /* cut short */
+        {"ok\xe2\x82\xac", "6f6be282ac"},                 /* the euro sign */
     };
     char *path = tpath("status.json");
     redisContext *r = th_redis(0);
@@ -1235,7 +1235,7 @@ Test(cli, status_shows_the_holders_connection)
     char *out = NULL;
     cr_assert_eq(RUN(&out, "status", name), 0);
     cr_assert(strstr(out, "connection: rlock:") && strstr(out, "(host build-host-1, pid 4242, 2 "
-                                                                "connections)"),
+                                                               "connections)"),
               "%s", out);
     cr_assert(strstr(out, "elsewhere") == NULL, "%s", out);
     free(out);

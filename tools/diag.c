@@ -57,8 +57,8 @@ static cli_cause cause_of_text(const char *t)
     if (starts(t, "NOAUTH")) {
         return CLI_CAUSE_NOAUTH;
     }
-    if (starts(t, "WRONGPASS") || starts(t, "ERR invalid password") ||
-        starts(t, "ERR AUTH") || starts(t, "ERR Client sent AUTH")) {
+    if (starts(t, "WRONGPASS") || starts(t, "ERR invalid password") || starts(t, "ERR AUTH") ||
+        starts(t, "ERR Client sent AUTH")) {
         return CLI_CAUSE_AUTH;
     }
     if (starts(t, "NOPERM")) {

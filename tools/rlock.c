@@ -97,8 +97,8 @@ static void usage(FILE *f)
 
 static void version(void)
 {
-    printf("rlock %s\nlibrlock %s\nhiredis %d.%d.%d\n", CLI_VERSION, rlock_version(),
-           HIREDIS_MAJOR, HIREDIS_MINOR, HIREDIS_PATCH);
+    printf("rlock %s\nlibrlock %s\nhiredis %d.%d.%d\n", CLI_VERSION, rlock_version(), HIREDIS_MAJOR,
+           HIREDIS_MINOR, HIREDIS_PATCH);
 }
 
 void cli_error(const char *fmt, ...)
@@ -643,8 +643,9 @@ int main(int argc, char **argv)
         cli_error("unknown command '%s' (see rlock --help)", cmd);
         return CLI_EXIT_USAGE;
     }
-    cli_args a = {cmd, NULL, NULL, NULL, RLOCK_WAIT_FOREVER, RLOCK_WATCHDOG,
-                  -1,  SIGTERM, CLI_EXIT_CONFLICT, false, false};
+    cli_args a = {
+        cmd,   NULL, NULL, NULL, RLOCK_WAIT_FOREVER, RLOCK_WATCHDOG, -1, SIGTERM, CLI_EXIT_CONFLICT,
+        false, false};
     const char *wd = getenv("RLOCK_WATCHDOG_MS");
     if (wd != NULL && *wd != '\0') {
         char *end = NULL;

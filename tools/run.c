@@ -422,8 +422,8 @@ static int acquire(const cli_opts *o, const cli_args *a, lock_probe *probe)
     int sig = 0;
     for (;;) {
         int64_t left = deadline < 0 ? -1 : deadline - cli_now_ms();
-        wr = cli_wait_free(o, a->name, left < 0 && deadline >= 0 ? 0 : left, g_pipe[0],
-                           probe_lock, probe, &s);
+        wr = cli_wait_free(o, a->name, left < 0 && deadline >= 0 ? 0 : left, g_pipe[0], probe_lock,
+                           probe, &s);
         /* Only a terminating signal ends the wait; a stray SIGCHLD (from a
          * child rlock inherited) just restarts it. */
         if (wr != CLI_WAIT_SIGNAL || (sig = drain_for_signal()) != 0) {
@@ -432,8 +432,7 @@ static int acquire(const cli_opts *o, const cli_args *a, lock_probe *probe)
     }
     switch (wr) {
     case CLI_WAIT_DONE:
-        cli_verbose(o, "%s: acquired in %.3f s", a->name,
-                    (double)(cli_now_ms() - start) / 1000);
+        cli_verbose(o, "%s: acquired in %.3f s", a->name, (double)(cli_now_ms() - start) / 1000);
         return -1;
     case CLI_WAIT_SIGNAL:
         return die_of(sig);
@@ -453,8 +452,8 @@ int cli_run(const cli_opts *o, const cli_args *a)
 {
     /* -c LINE: the shell flock(1) uses, $SHELL or /bin/sh. */
     const char *shell = getenv("SHELL");
-    char *shell_argv[] = {(char *)(shell && *shell ? shell : "/bin/sh"), "-c",
-                          (char *)a->shell_cmd, NULL};
+    char *shell_argv[] = {(char *)(shell && *shell ? shell : "/bin/sh"), "-c", (char *)a->shell_cmd,
+                          NULL};
     char **cmd = a->shell_cmd ? shell_argv : a->cmd;
     bool hold = cmd == NULL;
 

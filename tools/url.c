@@ -211,8 +211,7 @@ static bool parse_tcp(const char *rest, cli_url *u, char *why, size_t wn)
         return bad(why, wn, "out of memory");
     }
     u->port = 6379;
-    if (port_at != NULL &&
-        !parse_int(port_at, (size_t)(host_end - port_at), 1, 65535, &u->port)) {
+    if (port_at != NULL && !parse_int(port_at, (size_t)(host_end - port_at), 1, 65535, &u->port)) {
         return bad(why, wn, "the port must be a number from 1 to 65535");
     }
     if (slash != NULL && slash + 1 < end &&
@@ -403,4 +402,3 @@ void cli_url_scrub(char *url)
         }
     }
 }
-
