@@ -1269,3 +1269,22 @@ Test(cli, status_shows_the_holders_connection)
     redisFree(r);
     free(name);
 }
+
+/* A server that accepts connections but answers nothing (CLIENT PAUSE):
+ * 69 like an unreachable one, in words that say so, from the direct
+ * connections (status) and the library's (run). */
+Test(cli, silent_server_exits_69)
+{
+    th_server s;
+    th_server_start(&s);
+    char *name = th_name("cli-silent");
+    char url[64];
+    snprintf(url, sizeof url, "redis://:s3cret-Pw@127.0.0.1:%d", s.port);
+    redisContext *r = th_redis(s.port);
+    th_run(r, "CLIENT PAUSE 20000 ALL");
+    EXPECT("s3cret-Pw", 69, "did not answer in time", "--url", url, "status", name);
+    EXPECT("s3cret-Pw", 69, "did not answer in time", "--url", url, "run", name, "--", "true");
+    redisFree(r);
+    th_server_stop(&s); /* paused clients do not hold up a SIGTERM */
+    free(name);
+}
