@@ -169,6 +169,10 @@ static bool parse_tcp(const char *rest, cli_url *u, char *why, size_t wn)
     if (auth_end != NULL) {
         const char *colon = memchr(rest, ':', (size_t)(auth_end - rest));
         const char *uend = colon ? colon : auth_end;
+        if (colon == NULL && uend == rest) {
+            return bad(why, wn,
+                       "nothing before the '@' (want user@, :password@ or user:password@)");
+        }
         if (uend > rest && (u->user = dup_decoded(rest, (size_t)(uend - rest))) == NULL) {
             return bad(why, wn, "bad %-escape in the user name");
         }
@@ -290,15 +294,18 @@ char *cli_url_compose(const cli_url *u)
         }
     } else {
         p += sprintf(p, "redis://");
+        if (u->user != NULL) {
+            put_enc(&p, u->user, strlen(u->user), false);
+        }
         if (u->password != NULL) {
-            if (u->user != NULL) {
-                put_enc(&p, u->user, strlen(u->user), false);
-            }
             *p++ = ':';
             put_enc(&p, u->password, strlen(u->password), false);
+        }
+        if (u->user != NULL || u->password != NULL) {
             *p++ = '@';
         }
-        p += sprintf(p, strchr(u->host, ':') ? "[%s]:%d/%d" : "%s:%d/%d", u->host, u->port, u->db);
+        bool brackets = strchr(u->host, ':') != NULL || u->host[0] == '[';
+        p += sprintf(p, brackets ? "[%s]:%d/%d" : "%s:%d/%d", u->host, u->port, u->db);
     }
     *p = '\0';
     return buf;
