@@ -1288,3 +1288,38 @@ Test(cli, silent_server_exits_69)
     th_server_stop(&s); /* paused clients do not hold up a SIGTERM */
     free(name);
 }
+
+/* End to end, once the library names its connections
+ * "rlock:<client-id>:<host>:<pid>" (issue 9, library part): the holder
+ * shown by status is the rlock hold process itself. Skipped until then. */
+Test(cli, status_finds_an_rlock_holder_by_its_connection)
+{
+    char *name = th_name("cli-whoami");
+    char *out = tpath("hold.out");
+    pid_t p = START(out, "hold", name);
+    char *owner = first_line(out);
+    redisContext *r = th_redis(0);
+    redisReply *list = th_cmd(r, "CLIENT LIST");
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "name=rlock:%.8s", owner);
+    bool named = list->type == REDIS_REPLY_STRING && strstr(list->str, prefix) != NULL;
+    freeReplyObject(list);
+    char *json = NULL;
+    if (named) {
+        cr_assert_eq(RUN(&json, "status", "--json", name), 0);
+        char want[64];
+        snprintf(want, sizeof want, "\"pid\":%d,", (int)p);
+        cr_assert(strstr(json, want) != NULL, "the holder's pid %d: %s", (int)p, json);
+        free(json);
+    }
+    kill(p, SIGTERM);
+    cr_assert_eq(wait_exit(p, th_ms(15000)), 0);
+    cr_assert_eq(th_exists(r, name), 0);
+    redisFree(r);
+    free(owner);
+    free(out);
+    free(name);
+    if (!named) {
+        cr_skip_test("the library does not name its connections rlock:<client-id>:... yet");
+    }
+}
