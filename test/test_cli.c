@@ -5,6 +5,8 @@
 #include "harness.h"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <pty.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1322,4 +1324,57 @@ Test(cli, status_finds_an_rlock_holder_by_its_connection)
     if (!named) {
         cr_skip_test("the library does not name its connections rlock:<client-id>:... yet");
     }
+}
+
+/* Reads from fd into buf (appending at *n) until want appears or the time
+ * runs out; false on timeout or end of file. */
+static bool read_until(int fd, char *buf, size_t size, size_t *n, const char *want)
+{
+    int64_t end = th_now_ms() + th_ms(10000);
+    while (strstr(buf, want) == NULL) {
+        struct pollfd p = {fd, POLLIN, 0};
+        if (th_now_ms() > end || poll(&p, 1, 100) < 0) {
+            return false;
+        }
+        if (p.revents != 0) {
+            ssize_t r = read(fd, buf + *n, size - 1 - *n);
+            if (r <= 0) {
+                return false;
+            }
+            *n += (size_t)r;
+            buf[*n] = '\0';
+        }
+    }
+    return true;
+}
+
+/* --askpass on a terminal: a prompt on stderr, and the password typed is
+ * not echoed. */
+Test(cli, askpass_on_a_terminal_does_not_echo)
+{
+    char *user = add_user("s3cret-Pw");
+    char *name = th_name("cli-tty");
+    char *url = NULL;
+    cr_assert(asprintf(&url, "redis://%s@127.0.0.1:%d", user, th_port()) > 0);
+    int master = -1;
+    fflush(NULL);
+    pid_t p = forkpty(&master, NULL, NULL, NULL);
+    cr_assert(p >= 0);
+    if (p == 0) {
+        execl(g_bin, g_bin, "--askpass", "--url", url, "status", name, (char *)NULL);
+        _exit(99);
+    }
+    static char buf[8192];
+    size_t n = 0;
+    buf[0] = '\0';
+    cr_assert(read_until(master, buf, sizeof buf, &n, "Redis password: "), "no prompt: %s", buf);
+    cr_assert(write(master, "s3cret-Pw\n", 10) == 10);
+    read_until(master, buf, sizeof buf, &n, "holders: 0"); /* or end of file */
+    cr_assert_eq(wait_exit(p, th_ms(15000)), 1, "answered (free): %s", buf);
+    cr_assert(strstr(buf, "locked: no") != NULL, "%s", buf);
+    cr_assert(strstr(buf, "s3cret") == NULL, "the password was echoed: %s", buf);
+    close(master);
+    free(url);
+    free(name);
+    del_user(user);
 }

@@ -77,11 +77,13 @@ char *cli_askpass(void)
     struct termios saved, quiet;
     bool tty = tcgetattr(0, &saved) == 0;
     if (tty) {
-        fputs("Redis password: ", stderr);
-        fflush(stderr);
+        /* Echo off before the prompt, as getpass(3) does: what is typed
+         * once the prompt shows is neither echoed nor flushed away. */
         quiet = saved;
         quiet.c_lflag &= ~(tcflag_t)(ECHO | ECHONL);
         tcsetattr(0, TCSAFLUSH, &quiet);
+        fputs("Redis password: ", stderr);
+        fflush(stderr);
     }
     bool eof = false;
     char *pw = read_line(0, &eof);
