@@ -78,9 +78,8 @@ rlock_status cli_connect(const cli_opts *o, redisContext **out)
             fcntl(r->fd, F_SETFD, fl | FD_CLOEXEC);
         }
     }
-    /* One round trip: AUTH, SELECT and the name are pipelined, and the
-     * first refusal is the one reported. CLIENT SETNAME doubles as the
-     * check that the server wants no password we did not send (NOAUTH). */
+    /* One round trip: AUTH, SELECT, the name and a PING are pipelined, and
+     * the first refusal is the one reported, charged to its step. */
     bool auth = ep->password != NULL && (ep->password[0] != '\0' || ep->user != NULL);
     if (s == RLOCK_OK) {
         if (auth) {
@@ -96,12 +95,18 @@ rlock_status cli_connect(const cli_opts *o, redisContext **out)
         char host[256] = "unknown";
         gethostname(host, sizeof host - 1);
         redisAppendCommand(r, "CLIENT SETNAME rlock-cli:%s:%d", host, (int)getpid());
+        /* The library's own check (rlock_client_new sends PING), so that
+         * both refuse the same users. */
+        redisAppendCommand(r, "PING");
     }
     struct {
         bool sent;
         cli_cause cause;
-    } steps[3] = {{auth, CLI_CAUSE_AUTH}, {ep->db != 0, CLI_CAUSE_DB}, {true, CLI_CAUSE_NONE}};
-    for (int i = 0; i < 3 && s == RLOCK_OK; i++) {
+    } steps[4] = {{auth, CLI_CAUSE_AUTH},
+                  {ep->db != 0, CLI_CAUSE_DB},
+                  {true, CLI_CAUSE_NONE},
+                  {true, CLI_CAUSE_NONE}};
+    for (int i = 0; i < 4 && s == RLOCK_OK; i++) {
         if (!steps[i].sent) {
             continue;
         }
@@ -114,7 +119,7 @@ rlock_status cli_connect(const cli_opts *o, redisContext **out)
              * names the cause itself: NOAUTH to SELECT or CLIENT SETNAME
              * means no password was sent. Any other refusal of the name
              * (an ACL without CLIENT) is no reason to fail. */
-            if (strncmp(cli_detail_text(), "NOAUTH", 6) != 0) {
+            if (strncmp(cli_detail_text(), "NOAUTH", 6) != 0 && i != 3) {
                 if (i == 2) {
                     cli_detail_clear();
                     s = RLOCK_OK;

@@ -414,7 +414,7 @@ static int parse_sub(cli_opts *o, int argc, char **argv, cli_args *a)
             cli_error("%s: unexpected option (see rlock --help)", cmd);
             return CLI_EXIT_USAGE;
         }
-        int rc = sub_option(o, cmd, letter(ch) == 'x' ? 'x' : ch, a);
+        int rc = sub_option(o, cmd, ch == 'e' ? 'x' : ch, a);
         if (rc >= 0) {
             return rc;
         }
