@@ -1,37 +1,105 @@
 /* Declarations shared by the files of the rlock command (the tools directory).
  *
- * rlock.c parses the command line and runs the small sub-commands (status,
- * unlock, wait); run.c runs a command under a lock; redis.c holds what the
- * library does not offer: a URL parser for direct hiredis connections, the
- * read-only inspection of a lock, and the pub/sub wait loop. */
+ * rlock.c parses the command line and runs the small sub-commands (unlock,
+ * wait); run.c runs a command under a lock, or holds one until a signal;
+ * status.c prints a lock's state; url.c parses and redacts server URLs;
+ * secret.c gets passwords from outside the URL; diag.c turns failures into
+ * messages and exit codes; redis.c holds what the library does not offer:
+ * direct hiredis connections for the read-only inspection of a lock and for
+ * the pub/sub wait loop that a signal can interrupt.
+ *
+ * The command uses only the public API of include/rlock.h. */
 #ifndef RLOCK_CLI_H
 #define RLOCK_CLI_H
 
 #include <hiredis/hiredis.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "rlock.h"
 
-/* Exit codes. They are part of the command's interface: docs/rlock.1 and
- * --help list them, and test/test_cli.c produces each one. */
+/* The library's part of issue 9: RLOCK_EAUTH (11: password or ACL user
+ * refused) and rlock_last_error() (the server's own error text, per thread).
+ * Until rlock.h has them the command finds out by probing the server over a
+ * connection of its own; diag.c is the one place that reads them. */
+#ifndef CLI_HAVE_LAST_ERROR
+#if defined(RLOCK_HAVE_LAST_ERROR) || RLOCK_VERSION_MAJOR > 0 || RLOCK_VERSION_MINOR >= 2
+#define CLI_HAVE_LAST_ERROR 1
+#else
+#define CLI_HAVE_LAST_ERROR 0
+#endif
+#endif
+#define CLI_EAUTH 11 /* RLOCK_EAUTH */
+
+/* Exit codes, one per cause whatever the sub-command. They are part of the
+ * command's interface: docs/rlock.1 and --help list them, and
+ * test/test_cli.c produces each one. */
 enum {
     CLI_EXIT_OK = 0,
-    CLI_EXIT_FREE = 1,        /* status: the lock is not held */
-    CLI_EXIT_USAGE = 2,       /* bad command line */
-    CLI_EXIT_UNAVAILABLE = 69, /* cannot reach Redis (sysexits EX_UNAVAILABLE) */
-    CLI_EXIT_SOFTWARE = 70,   /* any other error (sysexits EX_SOFTWARE) */
-    CLI_EXIT_TIMEOUT = 75,    /* not acquired / still held when -w ran out */
-    CLI_EXIT_LOST = 79,       /* lock lost while COMMAND ran */
-    CLI_EXIT_NOEXEC = 126,    /* COMMAND found but not executable */
-    CLI_EXIT_NOTFOUND = 127,  /* COMMAND not found */
+    CLI_EXIT_FREE = 1,         /* status (text): the lock is not held */
+    CLI_EXIT_USAGE = 2,        /* bad command line, URL or password source */
+    CLI_EXIT_UNAVAILABLE = 69, /* cannot reach Redis, or no answer in time */
+    CLI_EXIT_SOFTWARE = 70,    /* Redis error reply, unexpected reply, ... */
+    CLI_EXIT_CONFLICT = 75,    /* not acquired / still held when -w ran out */
+    CLI_EXIT_NOPERM = 77,      /* password missing or refused, ACL denial */
+    CLI_EXIT_CONFIG = 78,      /* the server refused the URL's database */
+    CLI_EXIT_LOST = 79,        /* lock lost while COMMAND ran or while held */
+    CLI_EXIT_NOEXEC = 126,     /* COMMAND found but not executable */
+    CLI_EXIT_NOTFOUND = 127,   /* COMMAND not found */
 };
+
+/* A parsed server URL. The strings are the decoded parts. */
+typedef struct cli_url {
+    char *host; /* TCP host, or NULL for a unix socket */
+    int port;
+    char *path; /* unix socket path, or NULL */
+    char *user; /* ACL user, or NULL */
+    char *password;
+    int db;
+} cli_url;
 
 /* Options every sub-command shares. */
 typedef struct cli_opts {
-    const char *url;           /* never NULL after cli_resolve_url() */
-    int64_t watchdog_ms;       /* 0: library default */
+    const char *url_arg; /* as given: --url, RLOCK_URL, REDIS_URL or the default */
+    char *url_copy;      /* url_arg's copy when --url was masked in argv */
+    const char *url_src; /* where it came from, for messages */
+    char *shown;         /* url_arg with its password replaced by *** */
+    cli_url ep;          /* parsed, with the password from any source */
+    char *url;           /* the URL for the library, password included */
+    const char *password_file;
+    bool askpass;
+    bool verbose;
+    int64_t watchdog_ms; /* 0: library default */
+    char *env_auth;      /* RLOCK_AUTH, taken out of the environment */
 } cli_opts;
+
+/* A sub-command's arguments, parsed by rlock.c. */
+typedef struct cli_args {
+    const char *cmd_name;  /* "run", "hold", "status", "unlock", "wait" */
+    const char *name;      /* the lock NAME */
+    char **cmd;            /* run: COMMAND and its arguments (NULL-terminated) */
+    const char *shell_cmd; /* run -c: a command line for the shell */
+    int64_t wait_ms;       /* RLOCK_WAIT_FOREVER, or >= 0 */
+    int64_t lease_ms;      /* RLOCK_WATCHDOG, or > 0 */
+    int64_t kill_after_ms; /* -1: never */
+    int sig;               /* run: for COMMAND when the lock is lost */
+    int conflict_code;     /* exit code when not acquired / still held */
+    bool json;
+    bool force;
+} cli_args;
+
+/* What a failed call was doing, as far as the diagnosis cares. */
+typedef enum cli_cause {
+    CLI_CAUSE_NONE = 0,
+    CLI_CAUSE_UNREACHABLE, /* connect failed, link broken */
+    CLI_CAUSE_TIMEOUT,     /* no answer within the command timeout */
+    CLI_CAUSE_AUTH,        /* AUTH refused */
+    CLI_CAUSE_NOAUTH,      /* the server wants a password, none was sent */
+    CLI_CAUSE_NOPERM,      /* ACL: the user may not run a command */
+    CLI_CAUSE_DB,          /* SELECT refused */
+    CLI_CAUSE_REDIS,       /* any other error reply */
+} cli_cause;
 
 /* Result of cli_wait_free(). */
 typedef enum cli_wait_result {
@@ -49,41 +117,94 @@ typedef rlock_status (*cli_probe)(void *arg, bool *done, int64_t *ttl_ms);
 
 /* Prints "rlock: <message>" on stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Prints "rlock: <what>: <rlock_strerror(s)>" and returns the exit code that
- * goes with s. */
-int cli_fail(rlock_status s, const char *what);
-/* The exit code that reports status s. */
-int cli_exit_code(rlock_status s);
-/* Parses a non-negative count of milliseconds; false on junk or overflow. */
-bool cli_parse_ms(const char *s, int64_t *out);
+/* With --verbose, prints "rlock: <message>" on stderr. */
+void cli_verbose(const cli_opts *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Parses a duration: seconds with an optional fraction ("1.5"), or a number
+ * with a unit ms, s, m or h ("500ms", "2m"); false on junk or overflow. */
+bool cli_parse_duration(const char *s, int64_t *ms);
 /* Monotonic milliseconds. */
 int64_t cli_now_ms(void);
-/* A client on o->url with the watchdog timeout of o; the caller frees it. */
-rlock_status cli_client(const cli_opts *o,
-                        void (*on_lost)(const char *, uint64_t, void *),
-                        void *arg, rlock_client **out);
+/* A client on o->url with the watchdog timeout of o; the caller frees it.
+ * On failure prints the diagnosis and returns the exit code (else -1). */
+int cli_client(const cli_opts *o, void (*on_lost)(const char *, uint64_t, void *), void *arg,
+               rlock_client **out);
+
+/* ---- diag.c --------------------------------------------------------- */
+
+/* Records what the failing direct call was doing and the server's text
+ * (or the OS error); cli_fail() reports it. */
+void cli_detail_set(cli_cause cause, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void cli_detail_clear(void);
+/* The recorded detail ("" if none), and a change of its cause. */
+const char *cli_detail_text(void);
+void cli_detail_recause(cli_cause cause);
+/* Replaces the detail with the library's account of its last failure on
+ * this thread (nothing until the library has rlock_last_error()). */
+void cli_detail_from_library(void);
+/* Prints "rlock: <what>: <cause>[: <server's text>]" and returns the exit
+ * code of that cause: the one mapping of failures to exit codes. */
+int cli_fail(rlock_status s, const char *what);
+/* cli_fail() for a failed library call: takes the library's detail. */
+int cli_fail_lib(rlock_status s, const char *what);
+/* cli_fail() for a failed rlock_client_new(): finds out why over a direct
+ * connection if the library does not say. */
+int cli_fail_client(const cli_opts *o, rlock_status s);
+
+/* ---- url.c ---------------------------------------------------------- */
+
+/* Parses url; on failure writes which part is wrong into why (never the
+ * URL's text) and returns false. A user without a password is accepted
+ * here: the password may come from elsewhere. */
+bool cli_url_parse(const char *url, cli_url *u, char *why, size_t why_size);
+void cli_url_free(cli_url *u);
+/* The URL for the library, every part percent-encoded; malloc'd. */
+char *cli_url_compose(const cli_url *u);
+/* url with any password (and a port that is not a number) replaced by
+ * ***, for messages; works on malformed URLs too; malloc'd. */
+char *cli_url_redact(const char *url);
+/* Masks the same parts with '*' in place, keeping the length. */
+void cli_url_scrub(char *url);
+/* Zeroes n bytes of p, then frees it; NULL is a no-op. */
+void cli_secure_free(void *p, size_t n);
+
+/* ---- secret.c ------------------------------------------------------- */
+
+/* Takes RLOCK_AUTH out of the environment (and wipes it from the initial
+ * environment block that ps e and /proc/PID/environ show); returns its
+ * value, malloc'd, or NULL. Call before any thread exists. */
+char *cli_take_env_auth(void);
+/* Reads a password: a line from standard input (echo off and a prompt on
+ * stderr when it is a terminal), or the first line of a file. Returns a
+ * malloc'd string or NULL after printing why. */
+char *cli_askpass(void);
+char *cli_password_file(const char *path);
 
 /* ---- run.c ---------------------------------------------------------- */
 
-int cli_run(cli_opts *o, int argc, char **argv);
+/* run (a->cmd or a->shell_cmd set) and hold (neither). */
+int cli_run(const cli_opts *o, const cli_args *a);
+
+/* ---- status.c ------------------------------------------------------- */
+
+int cli_status(const cli_opts *o, const char *name, bool json);
 
 /* ---- redis.c -------------------------------------------------------- */
 
-/* Connects, authenticates and selects the database of url. */
-rlock_status cli_connect(const char *url, redisContext **out);
+/* Connects, authenticates, selects the database and names the connection
+ * "rlock-cli:<host>:<pid>". On failure cli_detail_set() says why. */
+rlock_status cli_connect(const cli_opts *o, redisContext **out);
+/* Reads one reply; maps transport errors and error replies to a status
+ * and records the detail. *out is set only on RLOCK_OK. */
+rlock_status cli_reply(redisContext *r, redisReply **out);
 /* The pub/sub channel of lock name (spec 0.1); the caller frees it. */
 char *cli_channel(const char *name);
 /* Waits until probe reports success, wait_ms runs out (-1: never), or a byte
  * can be read from intr_fd (-1: none; the byte is left for the caller). The
  * waiting is driven by the lock's channel and the holder's TTL, never by
  * polling Redis: probe, subscribe, probe again, then sleep until a message
- * or the TTL, and repeat. */
-cli_wait_result cli_wait_free(const char *url, const char *name,
-                              int64_t wait_ms, int intr_fd, cli_probe probe,
-                              void *arg, rlock_status *err);
-/* Prints the state of lock name (TYPE, PTTL, HGETALL in one MULTI) as text
- * or JSON; sets *locked. */
-rlock_status cli_print_status(const char *url, const char *name, bool json,
-                              bool *locked);
+ * or the TTL, and repeat. Every wait of the command goes through here, so
+ * that it can move to the library's wait once that can be cancelled. */
+cli_wait_result cli_wait_free(const cli_opts *o, const char *name, int64_t wait_ms, int intr_fd,
+                              cli_probe probe, void *arg, rlock_status *err);
 
 #endif

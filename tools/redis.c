@@ -1,18 +1,20 @@
 /* Direct hiredis use by the rlock command, for what the library does not
- * offer: a read-only snapshot of a lock for `rlock status`, and a wait on
- * the lock's pub/sub channel that can be interrupted by a file descriptor
- * (the library's own waits cannot, and `rlock run` must react to signals
- * while it waits). Everything that changes a lock goes through the library. */
+ * offer: a read-only snapshot of a lock for `rlock status` (status.c), and a
+ * wait on the lock's pub/sub channel that can be interrupted by a file
+ * descriptor (the library's own waits cannot yet, and `rlock run` must react
+ * to signals while it waits). Everything that changes a lock goes through
+ * the library. */
 #include "cli.h"
-#include "internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 /* Timeouts of the direct connections: the library's defaults, so that
  * `status` against a dead server fails as fast as `run` does. */
@@ -24,47 +26,111 @@
 
 /* ---- connections --------------------------------------------------------- */
 
-static bool reply_ok(redisReply *r)
+/* The status and detail of a context whose err is set. hiredis 0.14
+ * reports a read timeout (SO_RCVTIMEO) as an I/O error carrying
+ * strerror(EAGAIN), and a connect timeout as ETIMEDOUT. */
+static rlock_status ctx_failed(const redisContext *r, const char *step)
 {
-    bool ok = r != NULL && r->type != REDIS_REPLY_ERROR;
-    if (r != NULL) {
-        freeReplyObject(r);
+    const char *e = r->errstr;
+    if (strstr(e, "temporarily unavailable") || strstr(e, "timed out") || strstr(e, "Timeout")) {
+        cli_detail_set(CLI_CAUSE_TIMEOUT, "%s: %s", step, e);
+        return RLOCK_ETIMEDOUT;
     }
-    return ok;
+    cli_detail_set(CLI_CAUSE_UNREACHABLE, "%s: %s", step, e[0] ? e : "connection lost");
+    return RLOCK_EIO;
 }
 
-rlock_status cli_connect(const char *url, redisContext **out)
+rlock_status cli_reply(redisContext *r, redisReply **out)
 {
-    /* The library's own parser: status and wait reach exactly the server
-     * that run does, and reject exactly the same URLs. */
-    rlock__endpoint ep;
-    rlock_status s = rlock__parse_url(url ? url : "redis://127.0.0.1:6379", &ep);
-    if (s != RLOCK_OK) {
-        return s;
+    void *p = NULL;
+    if (redisGetReply(r, &p) != REDIS_OK || p == NULL) {
+        return ctx_failed(r, "read");
     }
+    redisReply *rep = p;
+    if (rep->type == REDIS_REPLY_ERROR) {
+        cli_detail_set(CLI_CAUSE_NONE, "%s", rep->str);
+        freeReplyObject(rep);
+        return RLOCK_EREDIS;
+    }
+    *out = rep;
+    return RLOCK_OK;
+}
+
+rlock_status cli_connect(const cli_opts *o, redisContext **out)
+{
+    const cli_url *ep = &o->ep;
+    cli_detail_clear();
     struct timeval ct = {CONNECT_TIMEOUT_MS / 1000, 0};
     struct timeval rt = {COMMAND_TIMEOUT_MS / 1000, 0};
-    redisContext *r = ep.path ? redisConnectUnixWithTimeout(ep.path, ct)
-                              : redisConnectWithTimeout(ep.host, ep.port, ct);
-    /* A refused AUTH or SELECT is reported as "cannot reach Redis", as the
-     * library does: the server is not usable with this URL. */
-    s = RLOCK_OK;
+    redisContext *r = ep->path ? redisConnectUnixWithTimeout(ep->path, ct)
+                               : redisConnectWithTimeout(ep->host, ep->port, ct);
     if (r == NULL) {
-        s = RLOCK_ENOMEM;
-    } else if (r->err || redisSetTimeout(r, rt) != REDIS_OK) {
-        s = RLOCK_EIO;
-    } else if (ep.password != NULL &&
-               !reply_ok(ep.user ? redisCommand(r, "AUTH %s %s", ep.user, ep.password)
-                                 : redisCommand(r, "AUTH %s", ep.password))) {
-        s = RLOCK_EIO;
-    } else if (ep.db != 0 && !reply_ok(redisCommand(r, "SELECT %d", ep.db))) {
-        s = RLOCK_EIO;
+        return RLOCK_ENOMEM;
     }
-    rlock__endpoint_free(&ep);
-    if (s != RLOCK_OK) {
-        if (r != NULL) {
-            redisFree(r);
+    rlock_status s = RLOCK_OK;
+    if (r->err || redisSetTimeout(r, rt) != REDIS_OK) {
+        s = ctx_failed(r, "connect");
+    } else {
+        /* hiredis 0.14 does not set close-on-exec; COMMAND must not
+         * inherit the socket. */
+        int fl = fcntl(r->fd, F_GETFD);
+        if (fl >= 0) {
+            fcntl(r->fd, F_SETFD, fl | FD_CLOEXEC);
         }
+    }
+    /* One round trip: AUTH, SELECT, the name and a PING are pipelined, and
+     * the first refusal is the one reported, charged to its step. */
+    bool auth = ep->password != NULL && (ep->password[0] != '\0' || ep->user != NULL);
+    if (s == RLOCK_OK) {
+        if (auth) {
+            if (ep->user != NULL) {
+                redisAppendCommand(r, "AUTH %s %s", ep->user, ep->password);
+            } else {
+                redisAppendCommand(r, "AUTH %s", ep->password);
+            }
+        }
+        if (ep->db != 0) {
+            redisAppendCommand(r, "SELECT %d", ep->db);
+        }
+        char host[256] = "unknown";
+        gethostname(host, sizeof host - 1);
+        redisAppendCommand(r, "CLIENT SETNAME rlock-cli:%s:%d", host, (int)getpid());
+        /* The library's own check (rlock_client_new sends PING), so that
+         * both refuse the same users. */
+        redisAppendCommand(r, "PING");
+    }
+    struct {
+        bool sent;
+        cli_cause cause;
+    } steps[4] = {{auth, CLI_CAUSE_AUTH},
+                  {ep->db != 0, CLI_CAUSE_DB},
+                  {true, CLI_CAUSE_NONE},
+                  {true, CLI_CAUSE_NONE}};
+    for (int i = 0; i < 4 && s == RLOCK_OK; i++) {
+        if (!steps[i].sent) {
+            continue;
+        }
+        redisReply *rep = NULL;
+        s = cli_reply(r, &rep);
+        if (s == RLOCK_OK) {
+            freeReplyObject(rep);
+        } else if (s == RLOCK_EREDIS) {
+            /* Charged to the step (AUTH, SELECT) unless the server's code
+             * names the cause itself: NOAUTH to SELECT or CLIENT SETNAME
+             * means no password was sent. Any other refusal of the name
+             * (an ACL without CLIENT) is no reason to fail. */
+            if (strncmp(cli_detail_text(), "NOAUTH", 6) != 0 && i != 3) {
+                if (i == 2) {
+                    cli_detail_clear();
+                    s = RLOCK_OK;
+                } else {
+                    cli_detail_recause(steps[i].cause);
+                }
+            }
+        }
+    }
+    if (s != RLOCK_OK) {
+        redisFree(r);
         return s;
     }
     *out = r;
@@ -150,21 +216,27 @@ static msg_result wait_message(redisContext *sub, int intr_fd, int64_t timeout_m
     }
 }
 
-static rlock_status subscribe(const char *url, const char *name, redisContext **out)
+static rlock_status subscribe(const cli_opts *o, const char *name, redisContext **out)
 {
     char *ch = cli_channel(name);
     if (ch == NULL) {
         return RLOCK_ENOMEM;
     }
     redisContext *sub = NULL;
-    rlock_status s = cli_connect(url, &sub);
+    rlock_status s = cli_connect(o, &sub);
     if (s == RLOCK_OK) {
         /* redisCommand returns the subscribe confirmation: from here on no
          * PUBLISH on the channel can be missed, so the probe that follows
          * closes the window between the first probe and the subscription. */
         redisReply *r = redisCommand(sub, "SUBSCRIBE %s", ch);
         if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
-            s = r == NULL ? RLOCK_EIO : RLOCK_EPROTO;
+            if (r == NULL) {
+                s = ctx_failed(sub, "SUBSCRIBE");
+            } else {
+                s = r->type == REDIS_REPLY_ERROR ? RLOCK_EREDIS : RLOCK_EPROTO;
+                cli_detail_set(CLI_CAUSE_NONE, "SUBSCRIBE: %s",
+                               r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+            }
             redisFree(sub);
             sub = NULL;
         }
@@ -177,7 +249,7 @@ static rlock_status subscribe(const char *url, const char *name, redisContext **
     return s;
 }
 
-cli_wait_result cli_wait_free(const char *url, const char *name, int64_t wait_ms, int intr_fd,
+cli_wait_result cli_wait_free(const cli_opts *o, const char *name, int64_t wait_ms, int intr_fd,
                               cli_probe probe, void *arg, rlock_status *err)
 {
     int64_t deadline = wait_ms < 0 ? -1 : cli_now_ms() + wait_ms;
@@ -185,6 +257,7 @@ cli_wait_result cli_wait_free(const char *url, const char *name, int64_t wait_ms
     int64_t ttl = -2;
     *err = probe(arg, &done, &ttl);
     if (*err != RLOCK_OK) {
+        cli_detail_from_library();
         return CLI_WAIT_ERROR;
     }
     if (done) {
@@ -194,7 +267,7 @@ cli_wait_result cli_wait_free(const char *url, const char *name, int64_t wait_ms
         return CLI_WAIT_TIMEOUT;
     }
     redisContext *sub = NULL;
-    *err = subscribe(url, name, &sub);
+    *err = subscribe(o, name, &sub);
     if (*err != RLOCK_OK) {
         return CLI_WAIT_ERROR;
     }
@@ -204,6 +277,7 @@ cli_wait_result cli_wait_free(const char *url, const char *name, int64_t wait_ms
         ttl = -2;
         *err = probe(arg, &done, &ttl);
         if (*err != RLOCK_OK) {
+            cli_detail_from_library();
             res = CLI_WAIT_ERROR;
             break;
         }
@@ -230,138 +304,11 @@ cli_wait_result cli_wait_free(const char *url, const char *name, int64_t wait_ms
             break;
         }
         if (m == MSG_ERROR) {
-            *err = RLOCK_EIO;
+            *err = ctx_failed(sub, "subscription");
             res = CLI_WAIT_ERROR;
             break;
         }
     }
     redisFree(sub);
     return res;
-}
-
-/* ---- status -------------------------------------------------------------- */
-
-static void json_string(const char *s, size_t n)
-{
-    putchar('"');
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\') {
-            printf("\\%c", c);
-        } else if (c < 0x20 || c == 0x7f) {
-            printf("\\u%04x", c);
-        } else {
-            putchar(c);
-        }
-    }
-    putchar('"');
-}
-
-/* A hold count is printed as a JSON number when it is one; a hash written
- * by something else (a read/write lock's "mode" field) may hold text. */
-static bool is_integer(const char *s)
-{
-    size_t i = (s[0] == '-') ? 1 : 0;
-    if (s[i] == '\0' || strlen(s + i) > 18) {
-        return false;
-    }
-    return strspn(s + i, "0123456789") == strlen(s + i);
-}
-
-static void print_status(const char *name, bool locked, const char *type, long long ttl,
-                         redisReply *fields, bool json)
-{
-    size_t nf = fields ? fields->elements / 2 : 0;
-    if (!json) {
-        printf("name: %s\nlocked: %s\ntype: %s\nttl_ms: %lld\nholders: %zu\n", name,
-               locked ? "yes" : "no", type, ttl, nf);
-        for (size_t i = 0; i < nf; i++) {
-            printf("holder: %s count %s\n", fields->element[2 * i]->str,
-                   fields->element[2 * i + 1]->str);
-        }
-        return;
-    }
-    printf("{\"name\":");
-    json_string(name, strlen(name));
-    printf(",\"locked\":%s,\"type\":", locked ? "true" : "false");
-    json_string(type, strlen(type));
-    printf(",\"ttl_ms\":%lld,\"holders\":[", ttl);
-    for (size_t i = 0; i < nf; i++) {
-        redisReply *f = fields->element[2 * i], *v = fields->element[2 * i + 1];
-        printf("%s{\"owner\":", i ? "," : "");
-        json_string(f->str, f->len);
-        printf(",\"count\":");
-        if (is_integer(v->str)) {
-            printf("%s", v->str);
-        } else {
-            json_string(v->str, v->len);
-        }
-        putchar('}');
-    }
-    printf("]}\n");
-}
-
-static bool all_strings(redisReply *r)
-{
-    for (size_t i = 0; i < r->elements; i++) {
-        if (r->element[i]->type != REDIS_REPLY_STRING) {
-            return false;
-        }
-    }
-    return r->elements % 2 == 0;
-}
-
-rlock_status cli_print_status(const char *url, const char *name, bool json, bool *locked)
-{
-    redisContext *r = NULL;
-    rlock_status s = cli_connect(url, &r);
-    if (s != RLOCK_OK) {
-        return s;
-    }
-    /* One MULTI, so that the type, TTL and holders describe the same
-     * moment. HGETALL on a key of another type fails inside EXEC alone. */
-    redisAppendCommand(r, "MULTI");
-    redisAppendCommand(r, "TYPE %s", name);
-    redisAppendCommand(r, "PTTL %s", name);
-    redisAppendCommand(r, "HGETALL %s", name);
-    redisAppendCommand(r, "EXEC");
-    redisReply *rep[5] = {NULL};
-    for (int i = 0; i < 5 && s == RLOCK_OK; i++) {
-        void *p = NULL;
-        if (redisGetReply(r, &p) != REDIS_OK) {
-            s = RLOCK_EIO; /* 0.14 reports a timeout as an I/O error too */
-        }
-        rep[i] = p;
-    }
-    redisReply *ex = rep[4];
-    if (s == RLOCK_OK) {
-        if (ex->type == REDIS_REPLY_ERROR) {
-            s = RLOCK_EREDIS;
-        } else if (ex->type != REDIS_REPLY_ARRAY || ex->elements != 3 ||
-                   ex->element[0]->type != REDIS_REPLY_STATUS ||
-                   ex->element[1]->type != REDIS_REPLY_INTEGER) {
-            s = RLOCK_EPROTO;
-        }
-    }
-    if (s == RLOCK_OK) {
-        const char *type = ex->element[0]->str;
-        redisReply *fields = ex->element[2];
-        if (fields->type != REDIS_REPLY_ARRAY || !all_strings(fields)) {
-            fields = NULL; /* not a hash: no holders to list */
-        }
-        /* "Locked" means what Redisson's isLocked() means: the key exists,
-         * whatever it holds. */
-        *locked = strcmp(type, "none") != 0;
-        print_status(name, *locked, type, ex->element[1]->integer, fields, json);
-        if (fflush(stdout) != 0) {
-            s = RLOCK_EIO;
-        }
-    }
-    for (int i = 0; i < 5; i++) {
-        if (rep[i] != NULL) {
-            freeReplyObject(rep[i]);
-        }
-    }
-    redisFree(r);
-    return s;
 }

@@ -1,5 +1,7 @@
 /* rlock run: take a lock, run a command as a child, release the lock when
- * the child exits, and exit with the child's status.
+ * the child exits, and exit with the child's status. rlock hold: take a
+ * lock, print the holder id, and keep it until a signal, as `etcdctl lock
+ * NAME` does without a command.
  *
  * Everything happens on the main thread, in one loop around a self-pipe:
  * signal handlers and the library's lock-lost callback (which runs on the
@@ -13,14 +15,18 @@
  * explicit lease (-l), nothing renews the lock and nothing tells us it
  * expired, so the loop wakes at the lease deadline, measured from just
  * before the acquiring call was sent (so never later than Redis expires the
- * key), and treats the lease as over. Either way the child gets -s SIGNAL
- * (SIGTERM by default), optionally SIGKILL -k MS later, and rlock exits 79. */
+ * key), and treats the lease as over. Either way the child gets -S SIGNAL
+ * (SIGTERM by default), optionally SIGKILL -k TIME later, and rlock exits
+ * 79; `hold` releases nothing (there is nothing left) and exits 79 at once.
+ *
+ * COMMAND's environment is rlock's, without RLOCK_AUTH (main() took it out
+ * before any thread started), with RLOCK_NAME (the lock name), RLOCK_HELD=1
+ * and RLOCK_OWNER (the holder field, "<client-id>:<thread>"). */
 #include "cli.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -74,29 +80,6 @@ static void on_lost(const char *name, uint64_t tid, void *arg)
             /* g_lost is set; the next wake-up sees it */
         }
     }
-}
-
-static int parse_signal(const char *s)
-{
-    static const struct {
-        const char *name;
-        int sig;
-    } names[] = {{"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT},
-                 {"KILL", SIGKILL}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2},
-                 {"ALRM", SIGALRM}, {"TERM", SIGTERM}, {"ABRT", SIGABRT}};
-    if (strspn(s, "0123456789") == strlen(s) && *s != '\0' && strlen(s) < 4) {
-        int n = atoi(s);
-        return n > 0 && n < NSIG ? n : -1;
-    }
-    if (strncasecmp(s, "SIG", 3) == 0) {
-        s += 3;
-    }
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        if (strcasecmp(s, names[i].name) == 0) {
-            return names[i].sig;
-        }
-    }
-    return -1;
 }
 
 /* Descriptors rlock inherited stay inherited by the child (a caller may
@@ -172,7 +155,7 @@ static const char *find_in_path(const char *name, char *buf, size_t size)
  * 0 or an errno value (glibc's posix_spawnp reports exec failures). An
  * executable file without a "#!" line (ENOEXEC) is run by /bin/sh, as
  * execvp() and so flock(1) do; glibc's posix_spawnp() no longer does. */
-static int spawn(char **cmd, pid_t *pid)
+static int spawn(char **cmd, char **envp, pid_t *pid)
 {
     each_fd(cloexec_if_new);
     posix_spawnattr_t at;
@@ -191,7 +174,7 @@ static int spawn(char **cmd, pid_t *pid)
     posix_spawnattr_setsigdefault(&at, &def);
     posix_spawnattr_setsigmask(&at, &none);
     posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
-    err = posix_spawnp(pid, cmd[0], NULL, &at, cmd, environ);
+    err = posix_spawnp(pid, cmd[0], NULL, &at, cmd, envp);
     if (err == ENOEXEC) {
         char buf[PATH_MAX];
         const char *file = find_in_path(cmd[0], buf, sizeof buf);
@@ -204,7 +187,7 @@ static int spawn(char **cmd, pid_t *pid)
             sh[0] = "sh";
             sh[1] = (char *)file;
             memcpy(sh + 2, cmd + 1, n * sizeof *sh); /* cmd[1..n-1] and its NULL */
-            err = posix_spawn(pid, "/bin/sh", NULL, &at, sh, environ);
+            err = posix_spawn(pid, "/bin/sh", NULL, &at, sh, envp);
             free(sh);
         }
     }
@@ -212,73 +195,64 @@ static int spawn(char **cmd, pid_t *pid)
     return err;
 }
 
-typedef struct run_args {
-    int64_t wait_ms;
-    int64_t lease_ms;      /* RLOCK_WATCHDOG or > 0 */
-    int64_t kill_after_ms; /* -1: never */
-    int sig;
-    const char *name;
-    char **cmd;
-} run_args;
-
-static int parse_run(cli_opts *o, int argc, char **argv, run_args *a)
+static bool is_var(const char *entry, const char *var)
 {
-    static const struct option longs[] = {
-        {"wait", required_argument, NULL, 'w'},     {"lease", required_argument, NULL, 'l'},
-        {"signal", required_argument, NULL, 's'},   {"kill-after", required_argument, NULL, 'k'},
-        {"watchdog", required_argument, NULL, 'W'}, {"url", required_argument, NULL, 'u'},
-        {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0}};
-    *a = (run_args){RLOCK_WAIT_FOREVER, RLOCK_WATCHDOG, -1, SIGTERM, NULL, NULL};
-    optind = 0;
-    int ch;
-    /* '+': options end at NAME, so COMMAND's own options are never ours
-     * even when the "--" is left out. */
-    while ((ch = getopt_long(argc, argv, "+w:l:s:k:h", longs, NULL)) != -1) {
-        bool ok = true;
-        if (ch == 'w') {
-            ok = cli_parse_ms(optarg, &a->wait_ms);
-        } else if (ch == 'l') {
-            ok = cli_parse_ms(optarg, &a->lease_ms) && a->lease_ms > 0;
-        } else if (ch == 'k') {
-            ok = cli_parse_ms(optarg, &a->kill_after_ms);
-        } else if (ch == 'W') {
-            ok = cli_parse_ms(optarg, &o->watchdog_ms) && o->watchdog_ms > 0;
-        } else if (ch == 's') {
-            ok = (a->sig = parse_signal(optarg)) > 0;
-        } else if (ch == 'u') {
-            o->url = optarg;
-        } else if (ch == 'h') {
-            fputs("usage: rlock run [-w MS] [-l MS] [-s SIG] [-k MS] NAME -- "
-                  "COMMAND [ARG...]\n(see rlock --help)\n",
-                  stdout);
-            return CLI_EXIT_OK;
-        } else {
-            ok = false;
-            optarg = NULL;
+    size_t n = strlen(var);
+    return strncmp(entry, var, n) == 0 && entry[n] == '=';
+}
+
+/* COMMAND's environment: ours (RLOCK_AUTH is already gone) with the lock's
+ * variables set. Built as an array rather than with setenv(), which is not
+ * safe while the library's threads run. The caller frees the array and
+ * its three added strings (the last three entries). */
+static char **child_env(const char *name, const char *owner)
+{
+    static const char *const ours[] = {"RLOCK_NAME", "RLOCK_HELD", "RLOCK_OWNER"};
+    size_t n = 0;
+    while (environ[n] != NULL) {
+        n++;
+    }
+    char **env = calloc(n + 4, sizeof *env);
+    if (env == NULL) {
+        return NULL;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        bool skip = false;
+        for (size_t j = 0; j < 3; j++) {
+            skip = skip || is_var(environ[i], ours[j]);
         }
-        if (!ok) {
-            if (optarg != NULL && ch == 'W') {
-                cli_error("run: bad value '%s' for --watchdog", optarg);
-            } else if (optarg != NULL) {
-                cli_error("run: bad value '%s' for -%c", optarg, ch);
-            } else {
-                cli_error("run: bad option (see rlock --help)");
-            }
-            return CLI_EXIT_USAGE;
+        if (!skip) {
+            env[k++] = environ[i];
         }
     }
-    if (optind < argc) {
-        a->name = argv[optind++];
+    if (asprintf(&env[k], "RLOCK_NAME=%s", name) < 0) {
+        env[k] = NULL;
+    } else if ((env[k + 1] = strdup("RLOCK_HELD=1")) == NULL ||
+               asprintf(&env[k + 2], "RLOCK_OWNER=%s", owner) < 0) {
+        env[k + 2] = NULL;
     }
-    if (optind < argc && strcmp(argv[optind], "--") == 0) {
-        optind++;
+    if (env[k] == NULL || env[k + 1] == NULL || env[k + 2] == NULL) {
+        free(env[k]);
+        free(env[k + 1]);
+        free(env);
+        return NULL;
     }
-    if (a->name == NULL || a->name[0] == '\0' || optind >= argc) {
-        cli_error("run: expected NAME -- COMMAND [ARG...] (see rlock --help)");
-        return CLI_EXIT_USAGE;
+    return env;
+}
+
+static void free_env(char **env)
+{
+    if (env != NULL) {
+        size_t n = 0;
+        while (env[n] != NULL) {
+            n++;
+        }
+        for (size_t i = n - 3; i < n; i++) {
+            free(env[i]);
+        }
+        free(env);
     }
-    a->cmd = argv + optind;
-    return -1;
 }
 
 /* The probe of the acquire loop: one attempt without waiting, then the
@@ -287,6 +261,8 @@ typedef struct lock_probe {
     rlock *l;
     int64_t lease_ms;
     int64_t acquired_at;
+    const cli_opts *o;
+    bool told; /* --verbose: "waiting" said once */
 } lock_probe;
 
 static rlock_status probe_lock(void *arg, bool *done, int64_t *ttl)
@@ -302,7 +278,13 @@ static rlock_status probe_lock(void *arg, bool *done, int64_t *ttl)
     if (s != RLOCK_EBUSY) {
         return s;
     }
-    return rlock_remain_ttl(p->l, ttl);
+    s = rlock_remain_ttl(p->l, ttl);
+    if (s == RLOCK_OK && !p->told) {
+        p->told = true;
+        cli_verbose(p->o, "%s: held elsewhere (TTL %lld ms); waiting (see rlock status)",
+                    rlock_name(p->l), (long long)*ttl);
+    }
+    return s;
 }
 
 /* Reads every pending byte; returns the first terminating signal among them
@@ -324,15 +306,17 @@ static int drain_for_signal(void)
 }
 
 /* Supervises the child until it exits; returns its exit code (128+N for a
- * signal) and sets *lost if the lock was lost meanwhile. */
-static int supervise(const run_args *a, pid_t child, int64_t acquired_at, bool *lost)
+ * signal) and sets *lost if the lock was lost meanwhile. Without a child
+ * (hold), returns 0 at the first terminating signal, or at once when the
+ * lock is lost. what names COMMAND in messages. */
+static int supervise(const cli_args *a, pid_t child, const char *what, int64_t acquired_at,
+                     bool *lost)
 {
     int64_t lease_end = a->lease_ms > 0 ? acquired_at + a->lease_ms : -1;
     int64_t kill_at = -1;
     for (;;) {
         int st;
-        pid_t w = waitpid(child, &st, WNOHANG);
-        if (w == child) {
+        if (child > 0 && waitpid(child, &st, WNOHANG) == child) {
             return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
         }
         int64_t now = cli_now_ms();
@@ -342,10 +326,15 @@ static int supervise(const run_args *a, pid_t child, int64_t acquired_at, bool *
         } else if (!*lost && lease_end >= 0 && now >= lease_end) {
             why = "its lease ran out";
         }
+        if (why != NULL && child <= 0) {
+            *lost = true;
+            cli_error("%s: lock lost (%s)", a->name, why);
+            return CLI_EXIT_LOST;
+        }
         if (why != NULL) {
             *lost = true;
             cli_error("%s: lock lost (%s): sending signal %d (%s) to %s", a->name, why, a->sig,
-                      strsignal(a->sig), a->cmd[0]);
+                      strsignal(a->sig), what);
             kill(child, a->sig);
             kill_at = a->kill_after_ms >= 0 ? now + a->kill_after_ms : -1;
         }
@@ -364,10 +353,16 @@ static int supervise(const run_args *a, pid_t child, int64_t acquired_at, bool *
         while ((n = read(g_pipe[0], buf, sizeof buf)) > 0) {
             for (ssize_t i = 0; i < n; i++) {
                 int sig = buf[i] & ~TTY_FLAG;
+                if (buf[i] == LOST_BYTE || sig == SIGCHLD) {
+                    continue;
+                }
+                if (child <= 0) {
+                    return CLI_EXIT_OK; /* hold: any of them ends it */
+                }
                 /* A terminal's signals already reached the child, which
                  * shares our process group: sending them again would make
                  * one ^C count twice. */
-                if (buf[i] != LOST_BYTE && sig != SIGCHLD && !(buf[i] & TTY_FLAG)) {
+                if (!(buf[i] & TTY_FLAG)) {
                     kill(child, sig);
                 }
             }
@@ -416,69 +411,101 @@ static int die_of(int sig)
     return 128 + sig;
 }
 
-int cli_run(cli_opts *o, int argc, char **argv)
+/* Takes the lock, waiting as -w allows; returns -1 once held, else the
+ * exit code (having freed nothing: the caller does). */
+static int acquire(const cli_opts *o, const cli_args *a, lock_probe *probe)
 {
-    run_args a;
-    int rc = parse_run(o, argc, argv, &a);
-    if (rc >= 0) {
-        return rc;
-    }
-    each_fd(note_inherited);
-    sigset_t handled;
-    if (!setup_signals(&handled)) {
-        cli_error("run: pipe: %s", strerror(errno));
-        return CLI_EXIT_SOFTWARE;
-    }
-    g_tid = rlock_thread_id();
-    rlock_client *c = NULL;
-    rlock *l = NULL;
-    rlock_status s = cli_client(o, on_lost, NULL, &c);
-    if (s != RLOCK_OK) {
-        return cli_fail(s, o->url);
-    }
-    s = rlock_new(c, a.name, &l);
-    if (s != RLOCK_OK) {
-        rlock_client_free(c);
-        return cli_fail(s, a.name);
-    }
-    pthread_sigmask(SIG_UNBLOCK, &handled, NULL);
-
-    lock_probe probe = {l, a.lease_ms, 0};
-    int64_t deadline = a.wait_ms < 0 ? -1 : cli_now_ms() + a.wait_ms;
+    int64_t start = cli_now_ms();
+    int64_t deadline = a->wait_ms < 0 ? -1 : start + a->wait_ms;
     cli_wait_result wr;
+    rlock_status s = RLOCK_OK;
     int sig = 0;
     for (;;) {
         int64_t left = deadline < 0 ? -1 : deadline - cli_now_ms();
-        wr = cli_wait_free(o->url, a.name, left < 0 && deadline >= 0 ? 0 : left, g_pipe[0],
-                           probe_lock, &probe, &s);
+        wr = cli_wait_free(o, a->name, left < 0 && deadline >= 0 ? 0 : left, g_pipe[0], probe_lock,
+                           probe, &s);
         /* Only a terminating signal ends the wait; a stray SIGCHLD (from a
          * child rlock inherited) just restarts it. */
         if (wr != CLI_WAIT_SIGNAL || (sig = drain_for_signal()) != 0) {
             break;
         }
     }
-    if (wr != CLI_WAIT_DONE) {
+    switch (wr) {
+    case CLI_WAIT_DONE:
+        cli_verbose(o, "%s: acquired in %.3f s", a->name, (double)(cli_now_ms() - start) / 1000);
+        return -1;
+    case CLI_WAIT_SIGNAL:
+        return die_of(sig);
+    case CLI_WAIT_TIMEOUT:
+        if (a->wait_ms == 0) {
+            cli_error("%s: held elsewhere, not acquired (one attempt: -n or -w 0)", a->name);
+        } else {
+            cli_error("%s: not acquired within %.3f s", a->name, (double)a->wait_ms / 1000);
+        }
+        return a->conflict_code;
+    default:
+        return cli_fail(s, a->name);
+    }
+}
+
+int cli_run(const cli_opts *o, const cli_args *a)
+{
+    /* -c LINE: the shell flock(1) uses, $SHELL or /bin/sh. */
+    const char *shell = getenv("SHELL");
+    char *shell_argv[] = {(char *)(shell && *shell ? shell : "/bin/sh"), "-c", (char *)a->shell_cmd,
+                          NULL};
+    char **cmd = a->shell_cmd ? shell_argv : a->cmd;
+    bool hold = cmd == NULL;
+
+    each_fd(note_inherited);
+    sigset_t handled;
+    if (!setup_signals(&handled)) {
+        cli_error("%s: pipe: %s", a->cmd_name, strerror(errno));
+        return CLI_EXIT_SOFTWARE;
+    }
+    g_tid = rlock_thread_id();
+    rlock_client *c = NULL;
+    rlock *l = NULL;
+    int rc = cli_client(o, on_lost, NULL, &c);
+    if (rc >= 0) {
+        return rc;
+    }
+    rlock_status s = rlock_new(c, a->name, &l);
+    if (s != RLOCK_OK) {
+        rlock_client_free(c);
+        return cli_fail_lib(s, a->name);
+    }
+    pthread_sigmask(SIG_UNBLOCK, &handled, NULL);
+
+    lock_probe probe = {l, a->lease_ms, 0, o, false};
+    if ((rc = acquire(o, a, &probe)) >= 0) {
         rlock_free(l);
         rlock_client_free(c);
-        if (wr == CLI_WAIT_SIGNAL) {
-            return die_of(sig);
-        }
-        if (wr == CLI_WAIT_TIMEOUT) {
-            cli_error("%s: not acquired within %lld ms", a.name, (long long)a.wait_ms);
-            return CLI_EXIT_TIMEOUT;
-        }
-        return cli_fail(s, a.name);
+        return rc;
     }
+    char owner[64];
+    snprintf(owner, sizeof owner, "%s:%llu", rlock_client_id(c), (unsigned long long)g_tid);
 
-    pid_t child = -1;
-    int err = spawn(a.cmd, &child);
     bool lost = false;
     int code;
-    if (err != 0) {
-        cli_error("%s: %s", a.cmd[0], strerror(err));
-        code = err == ENOENT ? CLI_EXIT_NOTFOUND : CLI_EXIT_NOEXEC;
+    if (hold) {
+        /* One line, flushed, so that a script reading it knows the lock
+         * is held: the holder field, as rlock status shows it. */
+        printf("%s\n", owner);
+        fflush(stdout);
+        code = supervise(a, -1, NULL, probe.acquired_at, &lost);
     } else {
-        code = supervise(&a, child, probe.acquired_at, &lost);
+        char **env = child_env(a->name, owner);
+        pid_t child = -1;
+        int err = env ? spawn(cmd, env, &child) : ENOMEM;
+        free_env(env);
+        if (err != 0) {
+            cli_error("%s: %s", cmd[0], strerror(err));
+            code = err == ENOENT ? CLI_EXIT_NOTFOUND : CLI_EXIT_NOEXEC;
+        } else {
+            cli_verbose(o, "%s: running %s (pid %d)", a->name, cmd[0], (int)child);
+            code = supervise(a, child, cmd[0], probe.acquired_at, &lost);
+        }
     }
 
     /* Signals that arrive from here on are not forwarded (the child is
@@ -488,10 +515,15 @@ int cli_run(cli_opts *o, int argc, char **argv)
         /* The child finished, but for part of its run it did not hold the
          * lock (force-unlocked, or expired before a renewal saw it). */
         lost = true;
-        cli_error("%s: the lock was lost while %s ran: %s", a.name, a.cmd[0], rlock_strerror(s));
+        cli_error("%s: the lock was lost while %s: %s", a->name,
+                  hold ? "it was held" : "COMMAND ran", rlock_strerror(s));
     } else if (s != RLOCK_OK && !lost) {
-        cli_error("%s: could not release the lock (%s); it expires with its lease", a.name,
-                  rlock_strerror(s));
+        cli_detail_from_library();
+        cli_error("%s: could not release the lock (%s%s%s); it expires with its lease", a->name,
+                  rlock_strerror(s), cli_detail_text()[0] ? ": " : "", cli_detail_text());
+        cli_detail_clear();
+    } else if (s == RLOCK_OK && !lost) {
+        cli_verbose(o, "%s: released", a->name);
     }
     rlock_free(l);
     rlock_client_free(c);

@@ -1,0 +1,371 @@
+/* rlock status: a read-only snapshot of a lock, over a direct connection
+ * because the library answers only one question per call and cannot name
+ * the connection of a holder.
+ *
+ * The type, TTL and holder fields come from one MULTI, so they describe the
+ * same moment. Then, for holders, CLIENT LIST: Redis cannot map a hash field
+ * to a connection, but the library names its connections
+ * "rlock:<client-id>:<host>:<pid>" (CLIENT SETNAME), and a holder field is
+ * "<client-id>:<thread>", so a connection whose name carries a prefix of at
+ * least 8 characters of the holder's client id is the holder's. A holder
+ * that names no connection (Redisson by default, or an rlock older than
+ * that naming) shows none. */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- output of arbitrary bytes --------------------------------------- */
+
+/* The length of the valid UTF-8 sequence at s (at most n bytes), or 0. */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+    unsigned char c = s[0];
+    size_t len;
+    unsigned char lo = 0x80, hi = 0xbf; /* range of the second byte */
+    if (c < 0x80) {
+        return 1;
+    } else if (c >= 0xc2 && c <= 0xdf) {
+        len = 2;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        len = 3;
+        lo = c == 0xe0 ? 0xa0 : 0x80; /* no overlong forms */
+        hi = c == 0xed ? 0x9f : 0xbf; /* no surrogates */
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        len = 4;
+        lo = c == 0xf0 ? 0x90 : 0x80;
+        hi = c == 0xf4 ? 0x8f : 0xbf; /* nothing above U+10FFFF */
+    } else {
+        return 0;
+    }
+    if (n < len || s[1] < lo || s[1] > hi) {
+        return 0;
+    }
+    for (size_t i = 2; i < len; i++) {
+        if (s[i] < 0x80 || s[i] > 0xbf) {
+            return 0;
+        }
+    }
+    return len;
+}
+
+/* A JSON string for any bytes: control characters escaped, valid UTF-8 as
+ * is, every byte of invalid UTF-8 as U+FFFD, so that any JSON parser
+ * accepts the output whatever a lock name holds. */
+static void json_string(const char *str, size_t n)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    putchar('"');
+    for (size_t i = 0; i < n;) {
+        unsigned char c = s[i];
+        size_t len = utf8_len(s + i, n - i);
+        if (c == '"' || c == '\\') {
+            printf("\\%c", c);
+        } else if (c == '\n') {
+            fputs("\\n", stdout);
+        } else if (c == '\t') {
+            fputs("\\t", stdout);
+        } else if (c < 0x20 || c == 0x7f) {
+            printf("\\u%04x", c);
+        } else if (len == 0) {
+            fputs("\\ufffd", stdout);
+            len = 1;
+        } else {
+            fwrite(s + i, 1, len, stdout);
+        }
+        i += len ? len : 1;
+    }
+    putchar('"');
+}
+
+/* Text output: control bytes as \xNN, so a name cannot move the cursor or
+ * forge a line of output. */
+static void text_string(const char *str, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)str[i];
+        if (c < 0x20 || c == 0x7f) {
+            printf("\\x%02x", c);
+        } else {
+            putchar(c);
+        }
+    }
+}
+
+/* A hold count is printed as a JSON number when it is one; a hash written
+ * by something else (a read/write lock's "mode" field) may hold text. */
+static bool is_integer(const char *s)
+{
+    size_t i = (s[0] == '-') ? 1 : 0;
+    if (s[i] == '\0' || strlen(s + i) > 18) {
+        return false;
+    }
+    return strspn(s + i, "0123456789") == strlen(s + i);
+}
+
+/* ---- the holder's connection ------------------------------------------ */
+
+typedef struct conn {
+    char name[256];
+    char addr[80];
+    char host[256];
+    long pid;
+    int count; /* connections of that process */
+} conn;
+
+/* The value of "key=" in one CLIENT LIST line, copied into out. */
+static bool field(const char *line, size_t len, const char *key, char *out, size_t size)
+{
+    size_t klen = strlen(key);
+    for (const char *p = line; p < line + len;) {
+        const char *sp = memchr(p, ' ', (size_t)(line + len - p));
+        const char *end = sp ? sp : line + len;
+        if ((size_t)(end - p) > klen && memcmp(p, key, klen) == 0 && p[klen] == '=') {
+            size_t n = (size_t)(end - p) - klen - 1;
+            if (n >= size) {
+                n = size - 1;
+            }
+            memcpy(out, p + klen + 1, n);
+            out[n] = '\0';
+            return true;
+        }
+        p = end + 1;
+    }
+    return false;
+}
+
+/* Whether a connection name "rlock:<id>:<host>:<pid>" belongs to the
+ * client of holder field owner; fills host and pid. */
+static bool name_matches(const char *name, const char *owner, conn *c)
+{
+    if (strncmp(name, "rlock:", 6) != 0) {
+        return false;
+    }
+    const char *id = name + 6;
+    const char *id_end = strchr(id, ':');
+    const char *pid = strrchr(name, ':');
+    if (id_end == NULL || pid == id_end) {
+        return false;
+    }
+    size_t n = (size_t)(id_end - id);
+    if (n < 8 || strncmp(owner, id, n) != 0) {
+        return false;
+    }
+    size_t hn = (size_t)(pid - id_end - 1);
+    if (hn >= sizeof c->host) {
+        hn = sizeof c->host - 1;
+    }
+    memcpy(c->host, id_end + 1, hn);
+    c->host[hn] = '\0';
+    c->pid = atol(pid + 1);
+    return true;
+}
+
+static void find_conn(const redisReply *list, const char *owner, conn *c)
+{
+    memset(c, 0, sizeof *c);
+    if (list == NULL) {
+        return;
+    }
+    for (const char *line = list->str; line < list->str + list->len;) {
+        const char *nl = memchr(line, '\n', (size_t)(list->str + list->len - line));
+        size_t len = nl ? (size_t)(nl - line) : strlen(line);
+        char name[256];
+        conn cand;
+        if (field(line, len, "name", name, sizeof name) && name_matches(name, owner, &cand)) {
+            if (c->count++ == 0) {
+                snprintf(c->name, sizeof c->name, "%s", name);
+                field(line, len, "addr", c->addr, sizeof c->addr);
+                memcpy(c->host, cand.host, sizeof c->host);
+                c->pid = cand.pid;
+            }
+        }
+        line += len + 1;
+    }
+}
+
+/* ---- printing ----------------------------------------------------------- */
+
+typedef struct snapshot {
+    const char *name;
+    bool locked;
+    const char *type;
+    long long ttl;
+    redisReply *fields;      /* HGETALL, or NULL */
+    redisReply *clients;     /* CLIENT LIST, or NULL */
+    const char *clients_err; /* why there is no CLIENT LIST, or NULL */
+} snapshot;
+
+static void print_text(const snapshot *st)
+{
+    size_t nf = st->fields ? st->fields->elements / 2 : 0;
+    fputs("name: ", stdout);
+    text_string(st->name, strlen(st->name));
+    printf("\nlocked: %s\ntype: %s\nttl_ms: %lld\nholders: %zu\n", st->locked ? "yes" : "no",
+           st->type, st->ttl, nf);
+    for (size_t i = 0; i < nf; i++) {
+        redisReply *f = st->fields->element[2 * i], *v = st->fields->element[2 * i + 1];
+        fputs("holder: ", stdout);
+        text_string(f->str, f->len);
+        fputs(" count ", stdout);
+        text_string(v->str, v->len);
+        putchar('\n');
+        conn c;
+        find_conn(st->clients, f->str, &c);
+        if (c.count > 0) {
+            fputs("  connection: ", stdout);
+            text_string(c.name, strlen(c.name));
+            printf(" from %s (host ", c.addr);
+            text_string(c.host, strlen(c.host));
+            printf(", pid %ld, %d connection%s)\n", c.pid, c.count, c.count == 1 ? "" : "s");
+        } else if (st->clients_err != NULL) {
+            printf("  connection: unknown (CLIENT LIST: %s)\n", st->clients_err);
+        } else {
+            printf("  connection: none named for this holder\n");
+        }
+    }
+}
+
+static void print_json(const snapshot *st)
+{
+    size_t nf = st->fields ? st->fields->elements / 2 : 0;
+    printf("{\"name\":");
+    json_string(st->name, strlen(st->name));
+    printf(",\"locked\":%s,\"type\":", st->locked ? "true" : "false");
+    json_string(st->type, strlen(st->type));
+    printf(",\"ttl_ms\":%lld,\"holders\":[", st->ttl);
+    for (size_t i = 0; i < nf; i++) {
+        redisReply *f = st->fields->element[2 * i], *v = st->fields->element[2 * i + 1];
+        printf("%s{\"owner\":", i ? "," : "");
+        json_string(f->str, f->len);
+        printf(",\"count\":");
+        if (is_integer(v->str)) {
+            printf("%s", v->str);
+        } else {
+            json_string(v->str, v->len);
+        }
+        conn c;
+        find_conn(st->clients, f->str, &c);
+        printf(",\"connection\":");
+        if (c.count > 0) {
+            printf("{\"name\":");
+            json_string(c.name, strlen(c.name));
+            printf(",\"addr\":");
+            json_string(c.addr, strlen(c.addr));
+            printf(",\"host\":");
+            json_string(c.host, strlen(c.host));
+            printf(",\"pid\":%ld,\"connections\":%d}", c.pid, c.count);
+        } else {
+            printf("null");
+        }
+        putchar('}');
+    }
+    putchar(']');
+    if (st->clients_err != NULL) {
+        printf(",\"client_list_error\":");
+        json_string(st->clients_err, strlen(st->clients_err));
+    }
+    printf("}\n");
+}
+
+static bool all_strings(redisReply *r)
+{
+    for (size_t i = 0; i < r->elements; i++) {
+        if (r->element[i]->type != REDIS_REPLY_STRING) {
+            return false;
+        }
+    }
+    return r->elements % 2 == 0;
+}
+
+/* ---- the command -------------------------------------------------------- */
+
+int cli_status(const cli_opts *o, const char *name, bool json)
+{
+    redisContext *r = NULL;
+    rlock_status s = cli_connect(o, &r);
+    if (s != RLOCK_OK) {
+        return cli_fail(s, o->shown);
+    }
+    cli_verbose(o, "connected to %s", o->shown);
+    /* HGETALL on a key of another type fails inside EXEC alone. */
+    redisAppendCommand(r, "MULTI");
+    redisAppendCommand(r, "TYPE %s", name);
+    redisAppendCommand(r, "PTTL %s", name);
+    redisAppendCommand(r, "HGETALL %s", name);
+    redisAppendCommand(r, "EXEC");
+    redisReply *rep[5] = {NULL};
+    for (int i = 0; i < 5 && s == RLOCK_OK; i++) {
+        s = cli_reply(r, &rep[i]);
+    }
+    redisReply *ex = rep[4];
+    if (s == RLOCK_OK && (ex->type != REDIS_REPLY_ARRAY || ex->elements != 3 ||
+                          ex->element[0]->type != REDIS_REPLY_STATUS ||
+                          ex->element[1]->type != REDIS_REPLY_INTEGER)) {
+        cli_detail_set(CLI_CAUSE_NONE, "unexpected reply to EXEC");
+        s = RLOCK_EPROTO;
+    }
+    redisReply *clients = NULL;
+    bool write_failed = false;
+    char clients_err[256] = "";
+    snapshot st = {name, false, "none", -2, NULL, NULL, NULL};
+    if (s == RLOCK_OK) {
+        st.type = ex->element[0]->str;
+        st.ttl = ex->element[1]->integer;
+        st.fields = ex->element[2];
+        if (st.fields->type != REDIS_REPLY_ARRAY || !all_strings(st.fields)) {
+            st.fields = NULL; /* not a hash: no holders to list */
+        }
+        /* "Locked" means what Redisson's isLocked() means: the key exists,
+         * whatever it holds. */
+        st.locked = strcmp(st.type, "none") != 0;
+        if (st.fields != NULL && st.fields->elements > 0) {
+            /* Without CLIENT LIST (an ACL may deny it) the rest stands. */
+            redisAppendCommand(r, "CLIENT LIST TYPE normal");
+            rlock_status cs = cli_reply(r, &clients);
+            if (cs == RLOCK_OK && clients->type != REDIS_REPLY_STRING) {
+                freeReplyObject(clients);
+                clients = NULL;
+                snprintf(clients_err, sizeof clients_err, "unexpected reply");
+            } else if (cs != RLOCK_OK) {
+                snprintf(clients_err, sizeof clients_err, "%s", cli_detail_text());
+                cli_detail_clear();
+                clients = NULL;
+            }
+            st.clients = clients;
+            st.clients_err = clients_err[0] ? clients_err : NULL;
+        }
+        if (json) {
+            print_json(&st);
+        } else {
+            print_text(&st);
+        }
+        if (fflush(stdout) != 0) {
+            cli_error("standard output: %s", strerror(errno));
+            st.locked = false;
+            json = false;
+            s = RLOCK_OK;
+            write_failed = true;
+        }
+    }
+    for (int i = 0; i < 5; i++) {
+        if (rep[i] != NULL) {
+            freeReplyObject(rep[i]);
+        }
+    }
+    if (clients != NULL) {
+        freeReplyObject(clients);
+    }
+    redisFree(r);
+    if (write_failed) {
+        return CLI_EXIT_SOFTWARE;
+    }
+    if (s != RLOCK_OK) {
+        return cli_fail(s, name);
+    }
+    /* With --json the answer is in "locked": exit 0 whenever the server
+     * answered. As text, 0 and 1 answer as test(1) does. */
+    return json || st.locked ? CLI_EXIT_OK : CLI_EXIT_FREE;
+}
