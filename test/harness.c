@@ -257,9 +257,10 @@ static void server_spawn(th_server *s)
     s->pid = pid;
 }
 
-static int server_ready(int port)
+/* Whether the server on port answers a PING within timeout_ms. */
+static int server_answers(int port, int timeout_ms)
 {
-    struct timeval tv = {1, 0};
+    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
     redisContext *r = redisConnectWithTimeout("127.0.0.1", port, tv);
     int ok = 0;
     if (r && !r->err) {
@@ -279,7 +280,7 @@ static int server_ready(int port)
 static int wait_ready(th_server *s)
 {
     for (int i = 0; i < 100; i++) {
-        if (server_ready(s->port)) {
+        if (server_answers(s->port, 1000)) {
             return 1;
         }
         int st;
@@ -389,6 +390,23 @@ int th_wait_bounded(pid_t pid, int64_t timeout_ms)
         }
         th_sleep_ms(10);
     }
+}
+
+/* A stalled server (DEBUG SLEEP, CLIENT PAUSE) still accepts connections
+ * (the kernel does), but does not answer; each probe leaves a PING that
+ * runs once it wakes up, which is harmless. */
+void th_wait_stalled(int port, int64_t timeout_ms)
+{
+    bool ok = TH_POLL(!server_answers(port ? port : th_port(), 50), timeout_ms);
+    cr_assert(ok, "the server on port %d still answers after %lld ms", port,
+              (long long)th_ms(timeout_ms));
+}
+
+void th_wait_awake(int port, int64_t timeout_ms)
+{
+    bool ok = TH_POLL(server_answers(port ? port : th_port(), 100), timeout_ms);
+    cr_assert(ok, "the server on port %d does not answer after %lld ms", port,
+              (long long)th_ms(timeout_ms));
 }
 
 long long th_numsub(int port, const char *channel)

@@ -131,6 +131,11 @@ long long th_numsub(int port, const char *channel);
 void th_wait_numsub(int port, const char *channel, long long n, int64_t timeout_ms);
 /* The same for the channel of lock name. */
 void th_wait_waiters(int port, const char *name, long long n, int64_t timeout_ms);
+/* Asserts that the server on port (0: the shared one) stops answering (a
+ * DEBUG SLEEP or CLIENT PAUSE took effect), or answers again, within
+ * th_ms(timeout_ms). */
+void th_wait_stalled(int port, int64_t timeout_ms);
+void th_wait_awake(int port, int64_t timeout_ms);
 /* Asserts that EXISTS key becomes want within th_ms(timeout_ms). */
 void th_wait_exists(redisContext *r, const char *key, long long want, int64_t timeout_ms);
 /* Asserts that PTTL key rises above its current value within
