@@ -164,9 +164,10 @@ char *th_owner(rlock_client *c, uint64_t tid)
 char *th_channel(const char *name)
 {
     char *s = NULL;
-    cr_assert(asprintf(&s, strchr(name, '{') ? "redisson_lock__channel:%s"
-                                             : "redisson_lock__channel:{%s}",
-                       name) > 0);
+    cr_assert(
+        asprintf(&s,
+                 strchr(name, '{') ? "redisson_lock__channel:%s" : "redisson_lock__channel:{%s}",
+                 name) > 0);
     return s;
 }
 
@@ -395,17 +396,17 @@ int th_wait_bounded(pid_t pid, int64_t timeout_ms)
 /* A stalled server (DEBUG SLEEP, CLIENT PAUSE) still accepts connections
  * (the kernel does), but does not answer; each probe leaves a PING that
  * runs once it wakes up, which is harmless. */
-void th_wait_stalled(int port, int64_t timeout_ms)
+void th__wait_stalled(const char *file, int line, int port, int64_t timeout_ms)
 {
     bool ok = TH_POLL(!server_answers(port ? port : th_port(), 50), timeout_ms);
-    cr_assert(ok, "the server on port %d still answers after %lld ms", port,
+    cr_assert(ok, "%s:%d: the server on port %d still answers after %lld ms", file, line, port,
               (long long)th_ms(timeout_ms));
 }
 
-void th_wait_awake(int port, int64_t timeout_ms)
+void th__wait_awake(const char *file, int line, int port, int64_t timeout_ms)
 {
     bool ok = TH_POLL(server_answers(port ? port : th_port(), 100), timeout_ms);
-    cr_assert(ok, "the server on port %d does not answer after %lld ms", port,
+    cr_assert(ok, "%s:%d: the server on port %d does not answer after %lld ms", file, line, port,
               (long long)th_ms(timeout_ms));
 }
 
@@ -422,34 +423,38 @@ long long th_numsub(int port, const char *channel)
     return n;
 }
 
-void th_wait_numsub(int port, const char *channel, long long n, int64_t timeout_ms)
+void th__wait_numsub(const char *file, int line, int port, const char *channel, long long n,
+                     int64_t timeout_ms)
 {
     long long got = 0;
     bool ok = TH_POLL((got = th_numsub(port, channel)) >= n, timeout_ms);
-    cr_assert(ok, "%lld subscriber(s) on %s after %lld ms, want %lld", got, channel,
-              (long long)th_ms(timeout_ms), n);
+    cr_assert(ok, "%s:%d: %lld subscriber(s) on %s after %lld ms, want %lld", file, line, got,
+              channel, (long long)th_ms(timeout_ms), n);
 }
 
-void th_wait_waiters(int port, const char *name, long long n, int64_t timeout_ms)
+void th__wait_waiters(const char *file, int line, int port, const char *name, long long n,
+                      int64_t timeout_ms)
 {
     char *ch = th_channel(name);
-    th_wait_numsub(port, ch, n, timeout_ms);
+    th__wait_numsub(file, line, port, ch, n, timeout_ms);
     free(ch);
 }
 
-void th_wait_exists(redisContext *r, const char *key, long long want, int64_t timeout_ms)
+void th__wait_exists(const char *file, int line, redisContext *r, const char *key, long long want,
+                     int64_t timeout_ms)
 {
     long long got = -1;
     bool ok = TH_POLL((got = th_exists(r, key)) == want, timeout_ms);
-    cr_assert(ok, "EXISTS %s is %lld after %lld ms, want %lld", key, got,
+    cr_assert(ok, "%s:%d: EXISTS %.200s is %lld after %lld ms, want %lld", file, line, key, got,
               (long long)th_ms(timeout_ms), want);
 }
 
-long long th_wait_renewal(redisContext *r, const char *key, int64_t timeout_ms)
+long long th__wait_renewal(const char *file, int line, redisContext *r, const char *key,
+                           int64_t timeout_ms)
 {
     long long last = th_pttl(r, key), now = last;
     bool ok = TH_POLL((now = th_pttl(r, key)) > last || ((last = now), false), timeout_ms);
-    cr_assert(ok, "PTTL of %s never rose within %lld ms (now %lld)", key,
+    cr_assert(ok, "%s:%d: PTTL of %.200s never rose within %lld ms (now %lld)", file, line, key,
               (long long)th_ms(timeout_ms), now);
     return now;
 }

@@ -106,19 +106,20 @@ int64_t th_ms(int64_t ms);
  * gone) polls for it with a bound rather than sleeping a fixed time. Every
  * timeout_ms below is the nominal bound: the helpers scale it with th_ms()
  * themselves. A fixed th_sleep_ms() is kept only where the point of the
- * test is that time passes (waiting past a lease), with a comment. */
+ * test is that time passes (waiting past a lease), with a comment. The
+ * th_wait_* macros assert, naming the caller's file and line. */
 
 /* Evaluates expr every few ms until it is true or th_ms(timeout_ms) has
  * passed; the value is whether it became true. A GNU statement expression,
  * so expr may use the caller's variables. */
-#define TH_POLL(expr, timeout_ms)                                    \
-    ({                                                               \
-        int64_t th_poll_end_ = th_now_ms() + th_ms(timeout_ms);      \
-        bool th_poll_ok_;                                            \
+#define TH_POLL(expr, timeout_ms)                                       \
+    ({                                                                  \
+        int64_t th_poll_end_ = th_now_ms() + th_ms(timeout_ms);         \
+        bool th_poll_ok_;                                               \
         while (!(th_poll_ok_ = (expr)) && th_now_ms() < th_poll_end_) { \
-            th_sleep_ms(5);                                          \
-        }                                                            \
-        th_poll_ok_;                                                 \
+            th_sleep_ms(5);                                             \
+        }                                                               \
+        th_poll_ok_;                                                    \
     })
 
 /* The same with a callback. */
@@ -128,19 +129,32 @@ bool th_poll_until(bool (*cond)(void *), void *arg, int64_t timeout_ms);
 long long th_numsub(int port, const char *channel);
 /* Asserts that at least n connections subscribe to channel within
  * th_ms(timeout_ms): a waiter's subscription is in place. */
-void th_wait_numsub(int port, const char *channel, long long n, int64_t timeout_ms);
+void th__wait_numsub(const char *file, int line, int port, const char *channel, long long n,
+                     int64_t timeout_ms);
+#define th_wait_numsub(port, channel, n, timeout_ms) \
+    th__wait_numsub(__FILE__, __LINE__, port, channel, n, timeout_ms)
 /* The same for the channel of lock name. */
-void th_wait_waiters(int port, const char *name, long long n, int64_t timeout_ms);
+void th__wait_waiters(const char *file, int line, int port, const char *name, long long n,
+                      int64_t timeout_ms);
+#define th_wait_waiters(port, name, n, timeout_ms) \
+    th__wait_waiters(__FILE__, __LINE__, port, name, n, timeout_ms)
 /* Asserts that the server on port (0: the shared one) stops answering (a
  * DEBUG SLEEP or CLIENT PAUSE took effect), or answers again, within
  * th_ms(timeout_ms). */
-void th_wait_stalled(int port, int64_t timeout_ms);
-void th_wait_awake(int port, int64_t timeout_ms);
+void th__wait_stalled(const char *file, int line, int port, int64_t timeout_ms);
+#define th_wait_stalled(port, timeout_ms) th__wait_stalled(__FILE__, __LINE__, port, timeout_ms)
+void th__wait_awake(const char *file, int line, int port, int64_t timeout_ms);
+#define th_wait_awake(port, timeout_ms) th__wait_awake(__FILE__, __LINE__, port, timeout_ms)
 /* Asserts that EXISTS key becomes want within th_ms(timeout_ms). */
-void th_wait_exists(redisContext *r, const char *key, long long want, int64_t timeout_ms);
+void th__wait_exists(const char *file, int line, redisContext *r, const char *key, long long want,
+                     int64_t timeout_ms);
+#define th_wait_exists(r, key, want, timeout_ms) \
+    th__wait_exists(__FILE__, __LINE__, r, key, want, timeout_ms)
 /* Asserts that PTTL key rises above its current value within
  * th_ms(timeout_ms): a renewal reset the lease. Returns the new PTTL. */
-long long th_wait_renewal(redisContext *r, const char *key, int64_t timeout_ms);
+long long th__wait_renewal(const char *file, int line, redisContext *r, const char *key,
+                           int64_t timeout_ms);
+#define th_wait_renewal(r, key, timeout_ms) th__wait_renewal(__FILE__, __LINE__, r, key, timeout_ms)
 
 /* Runs fn(arg) in a forked child that exits with fn's return value. */
 pid_t th_fork(int (*fn)(void *), void *arg);

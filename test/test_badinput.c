@@ -279,8 +279,8 @@ Test(badinput, malformed_urls)
         rlock_status st = try_url(urls[i], &took);
         cr_expect_eq(st, RLOCK_EINVAL, "url \"%s\": expected RLOCK_EINVAL, got %s", urls[i],
                      rlock_status_name(st));
-        cr_expect(took < th_ms(500), "url \"%s\" took %lld ms (should fail before connecting)", urls[i],
-                  (long long)took);
+        cr_expect(took < th_ms(500), "url \"%s\" took %lld ms (should fail before connecting)",
+                  urls[i], (long long)took);
     }
 }
 

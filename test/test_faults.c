@@ -322,8 +322,8 @@ static void *proxy_main(void *arg)
                         cut[i] = true;
                     }
                     int d = atomic_load(&p->delay_ms);
-                    bool hold = d > 0 && memmem(buf, (size_t)k, p->delay_needle,
-                                                strlen(p->delay_needle));
+                    bool hold =
+                        d > 0 && memmem(buf, (size_t)k, p->delay_needle, strlen(p->delay_needle));
                     if (hold) {
                         atomic_fetch_add(&p->delayed, 1);
                     }
@@ -1400,9 +1400,8 @@ Test(faults, fork_while_holding)
      * (docs/operations.md), and valgrind would report it as leaked. */
     uint64_t calls0, calls = 0;
     th_ok(rlock_client_stat(a, RLOCK_STAT_RENEWAL_CALLS, &calls0));
-    bool renewed = TH_POLL(rlock_client_stat(a, RLOCK_STAT_RENEWAL_CALLS, &calls) == RLOCK_OK &&
-                               calls > calls0,
-                           2000);
+    bool renewed = TH_POLL(
+        rlock_client_stat(a, RLOCK_STAT_RENEWAL_CALLS, &calls) == RLOCK_OK && calls > calls0, 2000);
     cr_assert(renewed, "no renewal within 2 s");
     th_sleep_ms(50); /* the round records its answers after the call counts */
     fork_arg f = {a, l, url, name};
