@@ -395,10 +395,11 @@ int th_wait_bounded(pid_t pid, int64_t timeout_ms)
 
 /* A stalled server (DEBUG SLEEP, CLIENT PAUSE) still accepts connections
  * (the kernel does), but does not answer; each probe leaves a PING that
- * runs once it wakes up, which is harmless. */
+ * runs once it wakes up, which is harmless. A probe waits 200 ms for its
+ * answer, far more than a busy machine delays a live server's PONG. */
 void th__wait_stalled(const char *file, int line, int port, int64_t timeout_ms)
 {
-    bool ok = TH_POLL(!server_answers(port ? port : th_port(), 50), timeout_ms);
+    bool ok = TH_POLL(!server_answers(port ? port : th_port(), 200), timeout_ms);
     cr_assert(ok, "%s:%d: the server on port %d still answers after %lld ms", file, line, port,
               (long long)th_ms(timeout_ms));
 }
