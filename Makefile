@@ -53,7 +53,7 @@ BENCH_SRC:= $(wildcard bench/*.c)
 
 FORCE:
 
-.PHONY: FORCE docs-check all lib check test demo bench clean asan tsan \
+.PHONY: FORCE docs-check all lib check test test-lists demo bench clean asan tsan \
         valgrind symbols format deps soak fuzz
 
 all: lib $(B)/rlock $(B)/rlock-bench $(EX_BIN)
@@ -109,15 +109,31 @@ $(B)/test/%: test/%.c test/harness.c test/harness.h $(B)/librlock.a $(CRIT_DEPS)
 	$(CC) $(ALL_CFLAGS) $(CRIT_CFLAGS) -Itest -o $@ $< test/harness.c $(B)/librlock.a \
 	  $(ALL_LDFLAGS) $(RL_LDLIBS) $(CRIT_LIBS)
 
+# The same tests built with test/lite, for their --list only (make check
+# compares it with Criterion's: both runners must know the same tests).
+# -O0: built to list, never run here.
+LITE_LIST_BIN := $(patsubst $(B)/test/%,$(B)/test-lite/%,$(TEST_BIN))
+$(B)/test-lite/%: test/%.c test/harness.c test/harness.h $(B)/librlock.a test/lite/runner.c \
+                  test/lite/criterion/criterion.h
+	@mkdir -p $(B)/test-lite
+	$(CC) $(ALL_CFLAGS) -O0 -Itest/lite -Itest -o $@ $< test/harness.c test/lite/runner.c \
+	  $(B)/librlock.a $(ALL_LDFLAGS) $(RL_LDLIBS)
+
 # Everything below installs missing Debian packages first.
 deps:
 	@sh scripts/deps.sh
 
+# Test timing scales with RLOCK_TEST_TIME_MULTIPLIER (test/harness.h): 1
+# here, raised below for the slower sanitizer and valgrind builds.
 check: deps
-	$(MAKE) all $(TEST_BIN) symbols docs-check
+	$(MAKE) all $(TEST_BIN) symbols docs-check test-lists
 	sh scripts/run-tests.sh $(B) $(TEST_BIN)
 
 test: check
+
+# Both runners (Criterion, test/lite) must know the same tests.
+test-lists: $(TEST_BIN) $(LITE_LIST_BIN)
+	sh scripts/check-test-lists.sh $(B)/test-lite $(TEST_BIN)
 
 # Built quietly first (compiler lines are not part of the demo's output;
 # they are shown only if the build fails).
@@ -146,7 +162,8 @@ symbols: $(B)/librlock.so
 # Criterion's own small allocations are suppressed (test/lsan.supp); any
 # leak of rlock's still fails the run.
 asan: deps
-	LSAN_OPTIONS=suppressions=$(CURDIR)/test/lsan.supp $(MAKE) B=build-asan CC=gcc \
+	LSAN_OPTIONS=suppressions=$(CURDIR)/test/lsan.supp RLOCK_TEST_TIME_MULTIPLIER=2 \
+	  $(MAKE) B=build-asan CC=gcc \
 	  SAN_FLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" check
 
 # Criterion cannot start under ThreadSanitizer (its sandbox maps a shared
@@ -154,7 +171,8 @@ asan: deps
 # with CRIT=lite (test/lite); test/race.c and the demo run as well.
 # die_after_fork=0: tests fork children of a threaded process that make
 # clients of their own.
-TSAN_RUN := TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1 die_after_fork=0"
+TSAN_RUN := TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1 die_after_fork=0" \
+            RLOCK_TEST_TIME_MULTIPLIER=3
 tsan: deps
 	$(MAKE) B=build-tsan CRIT=lite CC=gcc SAN_FLAGS="-fsanitize=thread -fno-omit-frame-pointer" \
 	  all build-tsan/race $(patsubst $(B)/%,build-tsan/%,$(TEST_BIN))
@@ -176,7 +194,7 @@ VG_BIN := $(patsubst $(B)/%,build-vg/%,$(TEST_BIN))
 valgrind: deps
 	@sh scripts/deps.sh valgrind
 	$(MAKE) B=build-vg CRIT=lite all build-vg/race $(VG_BIN)
-	RLOCK_TEST_WRAPPER="$(VG)" sh scripts/run-tests.sh build-vg $(VG_BIN)
+	RLOCK_TEST_WRAPPER="$(VG)" RLOCK_TEST_TIME_MULTIPLIER=5 sh scripts/run-tests.sh build-vg $(VG_BIN)
 	sh scripts/with-redis.sh sh -c 'set -e; \
 	  RLOCK_TEST_URL=$$RLOCK_URL $(VG) build-vg/race; \
 	  for e in build-vg/examples/port_*; do echo "=== $$e"; $(VG) $$e "$$RLOCK_URL" >/dev/null; done; \

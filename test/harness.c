@@ -32,6 +32,11 @@ int64_t th_ms(int64_t ms)
     return (int64_t)((double)ms * th_time_multiplier());
 }
 
+bool th_poll_until(bool (*cond)(void *), void *arg, int64_t timeout_ms)
+{
+    return TH_POLL(cond(arg), timeout_ms);
+}
+
 void th_sleep_ms(int64_t ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
@@ -156,6 +161,18 @@ char *th_owner(rlock_client *c, uint64_t tid)
     return s;
 }
 
+char *th_channel(const char *name)
+{
+    char *s = NULL;
+    cr_assert(
+        asprintf(&s,
+                 strchr(name, '{') ? "redisson_lock__channel:%s" : "redisson_lock__channel:{%s}",
+                 name) > 0);
+    return s;
+}
+
+/* The subscribe command's reply is its confirmation: once it is read, the
+ * subscription is in place. */
 redisContext *th_subscribe(int port, const char *channel)
 {
     redisContext *r = th_redis(port);
@@ -163,22 +180,38 @@ redisContext *th_subscribe(int port, const char *channel)
     return r;
 }
 
+redisContext *th_psubscribe(int port, const char *pattern)
+{
+    redisContext *r = th_redis(port);
+    th_run(r, "PSUBSCRIBE %s", pattern);
+    return r;
+}
+
+static char *message_payload(const redisReply *r)
+{
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 || !r->element[0]->str) {
+        return NULL;
+    }
+    if (r->elements == 3 && strcmp(r->element[0]->str, "message") == 0) {
+        return strdup(r->element[2]->str);
+    }
+    if (r->elements == 4 && strcmp(r->element[0]->str, "pmessage") == 0) {
+        return strdup(r->element[3]->str);
+    }
+    return NULL;
+}
+
 char *th_next_message(redisContext *sub, int timeout_ms)
 {
-    int64_t deadline = th_now_ms() + timeout_ms;
+    int64_t deadline = th_now_ms() + th_ms(timeout_ms);
     for (;;) {
         void *rep = NULL;
         if (redisGetReplyFromReader(sub, &rep) != REDIS_OK) {
             return NULL;
         }
         if (rep != NULL) {
-            redisReply *r = rep;
-            char *out = NULL;
-            if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
-                strcmp(r->element[0]->str, "message") == 0) {
-                out = strdup(r->element[2]->str);
-            }
-            freeReplyObject(r);
+            char *out = message_payload(rep);
+            freeReplyObject(rep);
             if (out) {
                 return out;
             }
@@ -225,9 +258,31 @@ static void server_spawn(th_server *s)
     s->pid = pid;
 }
 
-/* Ready when the server on port answers and is the one we spawned: a
- * server of another test on a colliding port answers PING too. */
-static int server_ready(int port, pid_t pid)
+/* Whether the server on port answers a PING within timeout_ms. */
+static int server_answers(int port, int timeout_ms)
+{
+    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+    redisContext *r = redisConnectWithTimeout("127.0.0.1", port, tv);
+    int ok = 0;
+    if (r && !r->err) {
+        redisSetTimeout(r, tv);
+        redisReply *rep = redisCommand(r, "INFO server");
+        char want[40];
+        snprintf(want, sizeof want, "process_id:%ld\r\n", (long)pid);
+        ok = rep && rep->type == REDIS_REPLY_STRING && strstr(rep->str, want) != NULL;
+        if (rep) {
+            freeReplyObject(rep);
+        }
+    }
+    if (r) {
+        redisFree(r);
+    }
+    return ok;
+}
+
+/* Whether the server on port is the one we spawned: a server of another
+ * test on a colliding port answers PING too. */
+static int server_is(int port, pid_t pid)
 {
     struct timeval tv = {1, 0};
     redisContext *r = redisConnectWithTimeout("127.0.0.1", port, tv);
@@ -251,7 +306,7 @@ static int server_ready(int port, pid_t pid)
 static int wait_ready(th_server *s)
 {
     for (int i = 0; i < 100; i++) {
-        if (server_ready(s->port, s->pid)) {
+        if (server_answers(s->port, 1000) && server_is(s->port, s->pid)) {
             return 1;
         }
         int st;
@@ -340,6 +395,94 @@ int th_wait(pid_t pid)
         return WEXITSTATUS(st);
     }
     return 128 + WTERMSIG(st);
+}
+
+int th_wait_bounded(pid_t pid, int64_t timeout_ms)
+{
+    int64_t deadline = th_now_ms() + th_ms(timeout_ms);
+    for (;;) {
+        int st = 0;
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid) {
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        }
+        if (r < 0 && errno != EINTR) {
+            return -1;
+        }
+        if (th_now_ms() > deadline) {
+            kill(pid, SIGKILL);
+            waitpid(pid, NULL, 0);
+            return -1;
+        }
+        th_sleep_ms(10);
+    }
+}
+
+/* A stalled server (DEBUG SLEEP, CLIENT PAUSE) still accepts connections
+ * (the kernel does), but does not answer; each probe leaves a PING that
+ * runs once it wakes up, which is harmless. A probe waits 200 ms for its
+ * answer, far more than a busy machine delays a live server's PONG. */
+void th__wait_stalled(const char *file, int line, int port, int64_t timeout_ms)
+{
+    bool ok = TH_POLL(!server_answers(port ? port : th_port(), 200), timeout_ms);
+    cr_assert(ok, "%s:%d: the server on port %d still answers after %lld ms", file, line, port,
+              (long long)th_ms(timeout_ms));
+}
+
+void th__wait_awake(const char *file, int line, int port, int64_t timeout_ms)
+{
+    bool ok = TH_POLL(server_answers(port ? port : th_port(), 100), timeout_ms);
+    cr_assert(ok, "%s:%d: the server on port %d does not answer after %lld ms", file, line, port,
+              (long long)th_ms(timeout_ms));
+}
+
+long long th_numsub(int port, const char *channel)
+{
+    redisContext *r = th_redis(port);
+    redisReply *rep = th_cmd(r, "PUBSUB NUMSUB %s", channel);
+    long long n = 0;
+    if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2) {
+        n = rep->element[1]->integer;
+    }
+    freeReplyObject(rep);
+    redisFree(r);
+    return n;
+}
+
+void th__wait_numsub(const char *file, int line, int port, const char *channel, long long n,
+                     int64_t timeout_ms)
+{
+    long long got = 0;
+    bool ok = TH_POLL((got = th_numsub(port, channel)) >= n, timeout_ms);
+    cr_assert(ok, "%s:%d: %lld subscriber(s) on %s after %lld ms, want %lld", file, line, got,
+              channel, (long long)th_ms(timeout_ms), n);
+}
+
+void th__wait_waiters(const char *file, int line, int port, const char *name, long long n,
+                      int64_t timeout_ms)
+{
+    char *ch = th_channel(name);
+    th__wait_numsub(file, line, port, ch, n, timeout_ms);
+    free(ch);
+}
+
+void th__wait_exists(const char *file, int line, redisContext *r, const char *key, long long want,
+                     int64_t timeout_ms)
+{
+    long long got = -1;
+    bool ok = TH_POLL((got = th_exists(r, key)) == want, timeout_ms);
+    cr_assert(ok, "%s:%d: EXISTS %.200s is %lld after %lld ms, want %lld", file, line, key, got,
+              (long long)th_ms(timeout_ms), want);
+}
+
+long long th__wait_renewal(const char *file, int line, redisContext *r, const char *key,
+                           int64_t timeout_ms)
+{
+    long long last = th_pttl(r, key), now = last;
+    bool ok = TH_POLL((now = th_pttl(r, key)) > last || ((last = now), false), timeout_ms);
+    cr_assert(ok, "%s:%d: PTTL of %.200s never rose within %lld ms (now %lld)", file, line, key,
+              (long long)th_ms(timeout_ms), now);
+    return now;
 }
 
 char *th_build_path(const char *rel)

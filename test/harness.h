@@ -6,6 +6,7 @@
 
 #include <criterion/criterion.h>
 #include <hiredis/hiredis.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -64,10 +65,16 @@ long long th_hlen(redisContext *r, const char *key);
 /* "<uuid>:<tid>" for client c and thread tid. The caller frees it. */
 char *th_owner(rlock_client *c, uint64_t tid);
 
-/* A subscriber on its own connection, for asserting published messages. */
+/* The pub/sub channel of lock name (spec 0.1): "redisson_lock__channel:"
+ * then the name, wrapped in braces unless it has a hash tag. Caller frees. */
+char *th_channel(const char *name);
+
+/* A subscriber on its own connection, for asserting published messages;
+ * th_psubscribe subscribes to a pattern (keyspace notifications). */
 redisContext *th_subscribe(int port, const char *channel);
-/* Waits up to timeout_ms for the next message; returns a malloc'd payload
- * or NULL on timeout. */
+redisContext *th_psubscribe(int port, const char *pattern);
+/* Waits up to th_ms(timeout_ms) for the next message (or pmessage);
+ * returns a malloc'd payload or NULL on timeout. */
 char *th_next_message(redisContext *sub, int timeout_ms);
 
 /* Private server for fault tests (restart, kill). */
@@ -94,10 +101,68 @@ void th_sleep_ms(int64_t ms);
 double th_time_multiplier(void);
 int64_t th_ms(int64_t ms);
 
+/* ---- polling instead of sleeping --------------------------------------
+ * A test that waits for a state (a subscription in place, a renewal, a key
+ * gone) polls for it with a bound rather than sleeping a fixed time. Every
+ * timeout_ms below is the nominal bound: the helpers scale it with th_ms()
+ * themselves. A fixed th_sleep_ms() is kept only where the point of the
+ * test is that time passes (waiting past a lease), with a comment. The
+ * th_wait_* macros assert, naming the caller's file and line. */
+
+/* Evaluates expr every few ms until it is true or th_ms(timeout_ms) has
+ * passed; the value is whether it became true. A GNU statement expression,
+ * so expr may use the caller's variables. */
+#define TH_POLL(expr, timeout_ms)                                       \
+    ({                                                                  \
+        int64_t th_poll_end_ = th_now_ms() + th_ms(timeout_ms);         \
+        bool th_poll_ok_;                                               \
+        while (!(th_poll_ok_ = (expr)) && th_now_ms() < th_poll_end_) { \
+            th_sleep_ms(5);                                             \
+        }                                                               \
+        th_poll_ok_;                                                    \
+    })
+
+/* The same with a callback. */
+bool th_poll_until(bool (*cond)(void *), void *arg, int64_t timeout_ms);
+
+/* PUBSUB NUMSUB of channel on port (0: the shared server). */
+long long th_numsub(int port, const char *channel);
+/* Asserts that at least n connections subscribe to channel within
+ * th_ms(timeout_ms): a waiter's subscription is in place. */
+void th__wait_numsub(const char *file, int line, int port, const char *channel, long long n,
+                     int64_t timeout_ms);
+#define th_wait_numsub(port, channel, n, timeout_ms) \
+    th__wait_numsub(__FILE__, __LINE__, port, channel, n, timeout_ms)
+/* The same for the channel of lock name. */
+void th__wait_waiters(const char *file, int line, int port, const char *name, long long n,
+                      int64_t timeout_ms);
+#define th_wait_waiters(port, name, n, timeout_ms) \
+    th__wait_waiters(__FILE__, __LINE__, port, name, n, timeout_ms)
+/* Asserts that the server on port (0: the shared one) stops answering (a
+ * DEBUG SLEEP or CLIENT PAUSE took effect), or answers again, within
+ * th_ms(timeout_ms). */
+void th__wait_stalled(const char *file, int line, int port, int64_t timeout_ms);
+#define th_wait_stalled(port, timeout_ms) th__wait_stalled(__FILE__, __LINE__, port, timeout_ms)
+void th__wait_awake(const char *file, int line, int port, int64_t timeout_ms);
+#define th_wait_awake(port, timeout_ms) th__wait_awake(__FILE__, __LINE__, port, timeout_ms)
+/* Asserts that EXISTS key becomes want within th_ms(timeout_ms). */
+void th__wait_exists(const char *file, int line, redisContext *r, const char *key, long long want,
+                     int64_t timeout_ms);
+#define th_wait_exists(r, key, want, timeout_ms) \
+    th__wait_exists(__FILE__, __LINE__, r, key, want, timeout_ms)
+/* Asserts that PTTL key rises above its current value within
+ * th_ms(timeout_ms): a renewal reset the lease. Returns the new PTTL. */
+long long th__wait_renewal(const char *file, int line, redisContext *r, const char *key,
+                           int64_t timeout_ms);
+#define th_wait_renewal(r, key, timeout_ms) th__wait_renewal(__FILE__, __LINE__, r, key, timeout_ms)
+
 /* Runs fn(arg) in a forked child that exits with fn's return value. */
 pid_t th_fork(int (*fn)(void *), void *arg);
 /* Waits for a child; returns its exit status, or 128+signal. */
 int th_wait(pid_t pid);
+/* The same for at most th_ms(timeout_ms); -1 (after killing it with
+ * SIGKILL and reaping it) when the child did not finish in time. */
+int th_wait_bounded(pid_t pid, int64_t timeout_ms);
 
 /* Path of a built program (build dir from RLOCK_TEST_BUILD), caller frees. */
 char *th_build_path(const char *rel);

@@ -101,6 +101,7 @@ static pid_t start(const char *out, const char *const *args)
  * assertion); returns its exit code or 128+signal. */
 static int wait_exit(pid_t pid, int64_t timeout_ms)
 {
+    timeout_ms = th_ms(timeout_ms);
     int64_t end = th_now_ms() + timeout_ms;
     int st;
     while (waitpid(pid, &st, WNOHANG) == 0) {
@@ -178,20 +179,12 @@ static int run_io(const char *in, char **out, char **err, const char *const *arg
 
 static void wait_for_file(const char *path, int64_t timeout_ms)
 {
-    int64_t end = th_now_ms() + timeout_ms;
-    while (access(path, F_OK) != 0) {
-        cr_assert(th_now_ms() < end, "%s did not appear", path);
-        th_sleep_ms(20);
-    }
+    cr_assert(TH_POLL(access(path, F_OK) == 0, timeout_ms), "%s did not appear", path);
 }
 
 static void wait_for_key(redisContext *r, const char *key, long long exists, int64_t timeout_ms)
 {
-    int64_t end = th_now_ms() + timeout_ms;
-    while (th_exists(r, key) != exists) {
-        cr_assert(th_now_ms() < end, "EXISTS %s never became %lld", key, exists);
-        th_sleep_ms(20);
-    }
+    th_wait_exists(r, key, exists, timeout_ms);
 }
 
 /* A hold written by hand the way a Java Redisson client writes it. */
@@ -387,15 +380,17 @@ Test(cli, java_holder_blocks_until_released)
 
     char *mark = tpath("ran");
     pid_t p = START(NULL, "run", "-w", "1m", name, "--", "touch", mark);
-    th_sleep_ms(500);
+    th_wait_waiters(0, name, 1, 10000); /* rlock is waiting: subscribed */
     cr_assert(still_running(p));
     cr_assert_neq(access(mark, F_OK), 0, "COMMAND ran while Java held the lock");
     /* Release as Redisson does: DEL, then "0" on the channel. The TTL is
      * still ~29 s, so only the message can wake the waiter in time. */
     char *ch = channel_of(name);
     freeReplyObject(th_cmd(r, "DEL %s", name));
+    int64_t released = th_now_ms();
     freeReplyObject(th_cmd(r, "PUBLISH %s 0", ch));
     cr_assert_eq(wait_exit(p, 15000), 0);
+    cr_assert(th_now_ms() - released < 20000, "woken by the message, not the 30 s TTL");
     cr_assert_eq(access(mark, F_OK), 0);
     cr_assert_eq(th_exists(r, name), 0);
     redisFree(r);
@@ -500,11 +495,13 @@ Test(cli, wait_returns_when_the_holder_unlocks)
     th_ok(rlock_lock(l, RLOCK_WATCHDOG));
     cr_assert_eq(RUN(NULL, "wait", name, "-w", "300ms"), 75);
     pid_t p = START(NULL, "wait", name);
-    th_sleep_ms(500);
+    th_wait_waiters(0, name, 1, 10000); /* rlock is waiting: subscribed */
     cr_assert(still_running(p));
-    /* The lease is 30 s: returning within 15 s means the message woke it. */
+    /* The lease is 30 s: returning well within it means the message woke it. */
+    int64_t released = th_now_ms();
     th_ok(rlock_unlock(l));
     cr_assert_eq(wait_exit(p, 15000), 0);
+    cr_assert(th_now_ms() - released < 20000, "woken by the message, not the 30 s lease");
     redisContext *r = th_redis(0);
     cr_assert_eq(th_exists(r, name), 0, "wait only watches, it takes nothing");
     redisFree(r);
@@ -568,7 +565,7 @@ Test(cli, signals_are_forwarded_and_the_lock_released)
     /* Interrupted while still waiting: dies of the signal, takes nothing. */
     java_hold(r, name, 30000);
     p = START(NULL, "run", name, "--", "true");
-    th_sleep_ms(300);
+    th_wait_waiters(0, name, 1, 10000); /* waiting: subscribed */
     kill(p, SIGHUP);
     cr_assert_eq(wait_exit(p, 15000), 128 + SIGHUP);
     cr_assert_eq(th_hlen(r, name), 1, "only the Java holder");

@@ -2,6 +2,7 @@
  * test_faults.c). Every status of rlock.h is produced here at least once. */
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -125,6 +126,7 @@ struct blocked {
     rlock_client *c;
     const char *name;
     rlock_status st;
+    atomic_bool started; /* about to call rlock_lock() */
 };
 
 static void *block_on(void *arg)
@@ -132,6 +134,7 @@ static void *block_on(void *arg)
     struct blocked *b = arg;
     rlock *l;
     th_ok(rlock_new(b->c, b->name, &l));
+    atomic_store(&b->started, true);
     b->st = rlock_lock(l, RLOCK_WATCHDOG);
     rlock_free(l);
     return NULL;
@@ -144,19 +147,23 @@ Test(client, free_wakes_waiters_with_eclosed)
     rlock *l;
     th_ok(rlock_new(holder, name, &l));
     th_ok(rlock_lock(l, 30000));
-    struct blocked b[2] = {{c, name, RLOCK_OK}, {c, name, RLOCK_OK}};
+    struct blocked b[2] = {{c, name, RLOCK_OK, false}, {c, name, RLOCK_OK, false}};
     pthread_t t[2];
     for (int i = 0; i < 2; i++) {
         pthread_create(&t[i], NULL, block_on, &b[i]);
     }
-    th_sleep_ms(400);
+    th_wait_waiters(0, name, 1, 3000);
+    cr_assert(TH_POLL(atomic_load(&b[0].started) && atomic_load(&b[1].started), 3000));
+    /* No call tells from outside that a thread sleeps inside rlock_lock():
+     * give the two that entered it a moment to get there. */
+    th_sleep_ms(th_ms(200));
     int64_t t0 = th_now_ms();
     rlock_client_free(c);
     for (int i = 0; i < 2; i++) {
         pthread_join(t[i], NULL);
         th_assert_status(b[i].st, RLOCK_ECLOSED);
     }
-    cr_assert(th_now_ms() - t0 < 2000, "closing does not wait for the 30 s lease");
+    cr_assert(th_now_ms() - t0 < th_ms(2000), "closing does not wait for the 30 s lease");
     /* The holder is unaffected. */
     bool held = false;
     th_ok(rlock_is_held_by_current_thread(l, &held));
@@ -185,7 +192,7 @@ Test(client, etimedout_when_server_is_paused)
     int64_t n;
     th_assert_status(rlock_hold_count(l, &n), RLOCK_ETIMEDOUT);
     cr_assert(th_now_ms() - t0 < 1400, "answered by the timeout, not by the pause");
-    th_sleep_ms(1500);
+    th_wait_awake(s.port, 3000);
     th_ok(rlock_hold_count(l, &n)); /* a fresh connection after the pause */
     cr_assert_eq(n, 0);
     rlock_free(l);

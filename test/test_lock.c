@@ -121,17 +121,19 @@ Test(lock, unlock_by_non_owner_thread_is_refused)
 
 Test(lock, explicit_lease_expires)
 {
+    /* A client whose watchdog renews every 100 ms: were the explicit lease
+     * put under renewal by mistake, the key would never expire. */
+    rlock_client *wc = th_client(NULL, 300);
     char *name = th_name("lease");
     rlock *l;
-    th_ok(rlock_new(c, name, &l));
+    th_ok(rlock_new(wc, name, &l));
     th_ok(rlock_lock(l, 400));
     long long ttl = th_pttl(r, name);
     cr_assert(ttl > 0 && ttl <= 400, "PEXPIRE 400, got %lld", ttl);
     int64_t t;
     th_ok(rlock_remain_ttl(l, &t));
     cr_assert(t > 0 && t <= 400);
-    th_sleep_ms(1300); /* three watchdog-free periods would have renewed it */
-    cr_assert_eq(th_exists(r, name), 0, "lease ran out, no renewal");
+    th_wait_exists(r, name, 0, 400 + 3000); /* the lease ran out, no renewal */
     th_ok(rlock_remain_ttl(l, &t));
     cr_assert_eq(t, -2);
     bool locked = true;
@@ -141,6 +143,7 @@ Test(lock, explicit_lease_expires)
     th_assert_status(rlock_unlock(l), RLOCK_ELOST);
     th_assert_status(rlock_unlock(l), RLOCK_ENOTOWNER);
     rlock_free(l);
+    rlock_client_free(wc);
     free(name);
 }
 
@@ -188,39 +191,89 @@ Test(lock, try_lock_zero_wait_on_held_lock)
     free(name);
 }
 
+/* The one latch key matching pattern (asserts there is exactly one): its
+ * value, and its PTTL through *pttl. Caller frees. */
+static char *latch_value(const char *pattern, long long *pttl)
+{
+    redisReply *keys = th_cmd(r, "KEYS %s", pattern);
+    cr_assert_eq(keys->elements, 1, "%zu latch keys match %s, want 1", keys->elements, pattern);
+    redisReply *v = th_cmd(r, "GET %s", keys->element[0]->str);
+    cr_assert_eq(v->type, REDIS_REPLY_STRING, "the latch key is a string");
+    char *out = strdup(v->str);
+    *pttl = th_pttl(r, keys->element[0]->str);
+    freeReplyObject(v);
+    freeReplyObject(keys);
+    return out;
+}
+
+/* The next keyspace event of the latch keys other than "set" and "expire"
+ * (written with PX), or NULL. */
+static char *next_latch_removal(redisContext *ks)
+{
+    for (;;) {
+        char *ev = th_next_message(ks, 5000);
+        if (!ev || (strcmp(ev, "set") != 0 && strcmp(ev, "expire") != 0)) {
+            return ev;
+        }
+        free(ev);
+    }
+}
+
 Test(lock, unlock_publishes_zero_and_writes_latch)
 {
     char *name = th_name("pub");
-    char *chan = NULL;
-    cr_assert(asprintf(&chan, "redisson_lock__channel:{%s}", name) > 0);
+    char *chan = th_channel(name);
     redisContext *sub = th_subscribe(0, chan);
+    /* Keyspace notifications of the latch keys: how each one goes away. */
+    char *pattern = NULL, *events = NULL;
+    cr_assert(asprintf(&pattern, "redisson_unlock_latch:{%s}:*", name) > 0);
+    cr_assert(asprintf(&events, "__keyspace@0__:%s", pattern) > 0);
+    th_run(r, "CONFIG SET notify-keyspace-events K$gx");
+    redisContext *ks = th_psubscribe(0, events);
     rlock *l;
     th_ok(rlock_new(c, name, &l));
     th_ok(rlock_lock(l, RLOCK_WATCHDOG));
     th_ok(rlock_lock(l, RLOCK_WATCHDOG));
+    /* Each unlock writes its latch (spec: "0" still held, "1" released,
+     * with a PX TTL); the library deletes them in a batch about a second
+     * later, so they are read right after each unlock. */
     th_ok(rlock_unlock(l));
-    cr_assert_null(th_next_message(sub, 300), "a partial unlock publishes nothing");
+    long long pttl = 0;
+    char *v = latch_value(pattern, &pttl);
+    cr_assert_str_eq(v, "0", "latch of a partial unlock");
+    cr_assert(pttl > 0, "latch has a PX TTL, PTTL %lld", pttl);
+    free(v);
     th_ok(rlock_unlock(l));
+    redisReply *keys = th_cmd(r, "KEYS %s", pattern);
+    int ones = 0;
+    for (size_t i = 0; i < keys->elements; i++) {
+        redisReply *g = th_cmd(r, "GET %s", keys->element[i]->str);
+        if (g->type == REDIS_REPLY_STRING && strcmp(g->str, "1") == 0) {
+            ones++;
+            cr_assert(th_pttl(r, keys->element[i]->str) > 0, "latch \"1\" has a PX TTL");
+        }
+        freeReplyObject(g);
+    }
+    freeReplyObject(keys);
+    cr_assert_eq(ones, 1, "the full unlock wrote one latch \"1\"");
+    /* Messages arrive in publishing order: had the partial unlock
+     * published, its message would come first. */
     char *m = th_next_message(sub, 2000);
     cr_assert_not_null(m, "full unlock publishes");
     cr_assert_str_eq(m, "0");
     free(m);
-    /* Latch keys exist briefly, then are cleaned up in a batch. */
-    char *pattern = NULL;
-    cr_assert(asprintf(&pattern, "redisson_unlock_latch:{%s}:*", name) > 0);
-    int64_t deadline = th_now_ms() + 5000;
-    long long n = 1;
-    while (th_now_ms() < deadline) {
-        redisReply *rep = th_cmd(r, "KEYS %s", pattern);
-        n = (long long)rep->elements;
-        freeReplyObject(rep);
-        if (n == 0) {
-            break;
-        }
-        th_sleep_ms(100);
+    cr_assert_null(th_next_message(sub, 300), "one message: a partial unlock publishes nothing");
+    /* Both latches are deleted (a DEL, not their 20 s TTL running out). */
+    for (int i = 0; i < 2; i++) {
+        char *ev = next_latch_removal(ks);
+        cr_assert_not_null(ev, "latch key %d still there", i);
+        cr_assert_str_eq(ev, "del", "latch key %d went by %s, not deleted", i, ev);
+        free(ev);
     }
-    cr_assert_eq(n, 0, "latch keys are deleted without waiting for their TTL");
+    cr_assert_eq(th_exists(r, name), 0);
+    redisFree(ks);
     redisFree(sub);
+    free(events);
     free(pattern);
     free(chan);
     rlock_free(l);
@@ -308,7 +361,7 @@ Test(lock, key_without_ttl_is_respected)
     th_ok(rlock_new(c, name, &l));
     int64_t t0 = th_now_ms();
     th_assert_status(rlock_try_lock(l, 300, RLOCK_WATCHDOG), RLOCK_EBUSY);
-    cr_assert(th_now_ms() - t0 < 5000);
+    cr_assert(th_now_ms() - t0 < th_ms(5000), "gave up after its 300 ms wait");
     int64_t ttl;
     th_ok(rlock_remain_ttl(l, &ttl));
     cr_assert_eq(ttl, -1);

@@ -43,7 +43,7 @@ Test(orphan, late_acquire_is_released_on_next_call)
 
     pthread_t t;
     pthread_create(&t, NULL, debug_sleep, "1.5");
-    th_sleep_ms(200);
+    th_wait_stalled(srv.port, 1000);
     /* The acquire sits in the stalled server's socket buffer; its reply
      * and the HGET that would check it both time out. */
     th_assert_status(rlock_try_lock(l, 0, 60000), RLOCK_ETIMEDOUT);

@@ -44,13 +44,13 @@ Test(wait, waiter_wakes_on_unlock_not_on_ttl)
     struct waiter w = {b, name, RLOCK_WAIT_FOREVER, RLOCK_EINVAL, 0, true};
     pthread_t t;
     pthread_create(&t, NULL, wait_thread, &w);
-    th_sleep_ms(500);
+    th_wait_waiters(0, name, 1, 3000); /* the waiter's subscription is in place */
     cr_assert_eq(w.returned_at, 0, "still waiting behind a 30 s lease");
     int64_t released = th_now_ms();
     th_ok(rlock_unlock(l));
     pthread_join(t, NULL);
     th_ok(w.st);
-    cr_assert(w.returned_at - released < 1000, "woken by pub/sub in %lld ms",
+    cr_assert(w.returned_at - released < th_ms(1000), "woken by pub/sub in %lld ms, not the TTL",
               (long long)(w.returned_at - released));
     uint64_t wakeups = 0;
     th_ok(rlock_client_stat(b, RLOCK_STAT_WAKEUPS, &wakeups));
@@ -73,7 +73,9 @@ Test(wait, try_lock_gives_up_after_its_wait)
     int64_t t0 = th_now_ms();
     th_assert_status(rlock_try_lock(l, 700, RLOCK_WATCHDOG), RLOCK_EBUSY);
     int64_t took = th_now_ms() - t0;
-    cr_assert(took >= 690 && took < 3000, "returned after %lld ms", (long long)took);
+    /* Not before its 700 ms wait (a time the library keeps; 10 ms of clock
+     * granularity), and well before the holder's 30 s lease. */
+    cr_assert(took >= 690 && took < 700 + th_ms(2300), "returned after %lld ms", (long long)took);
     cr_assert_eq(th_hget_int(r, name, "other-client:1"), 1, "holder untouched");
     rlock_free(l);
     rlock_client_free(a);
@@ -91,14 +93,15 @@ Test(wait, force_unlock_wakes_waiters)
     struct waiter w = {b, name, 20000, RLOCK_EINVAL, 0, true};
     pthread_t t;
     pthread_create(&t, NULL, wait_thread, &w);
-    th_sleep_ms(400);
+    th_wait_waiters(0, name, 1, 3000);
+    cr_assert_eq(w.returned_at, 0, "still waiting behind a 30 s lease");
     int64_t forced = th_now_ms();
     bool was = false;
     th_ok(rlock_force_unlock(l, &was));
     cr_assert(was);
     pthread_join(t, NULL);
     th_ok(w.st);
-    cr_assert(w.returned_at - forced < 1000);
+    cr_assert(w.returned_at - forced < th_ms(1000), "woken by the force unlock's message");
     th_assert_status(rlock_unlock(l), RLOCK_ELOST);
     rlock_free(l);
     rlock_client_free(a);
@@ -119,7 +122,7 @@ Test(wait, redisson_holder_and_release_by_hand)
     struct waiter w = {a, name, 20000, RLOCK_EINVAL, 0, false};
     pthread_t t;
     pthread_create(&t, NULL, wait_thread, &w);
-    th_sleep_ms(500);
+    th_wait_waiters(0, name, 1, 3000);
     cr_assert_eq(w.returned_at, 0);
     cr_assert_eq(th_hget_int(r, name, java), 2, "our waiter never touches the holder");
     int64_t released = th_now_ms();
@@ -131,7 +134,7 @@ Test(wait, redisson_holder_and_release_by_hand)
     freeReplyObject(rep);
     pthread_join(t, NULL);
     th_ok(w.st);
-    cr_assert(w.returned_at - released < 1000);
+    cr_assert(w.returned_at - released < th_ms(1000), "woken by the message, not the TTL");
     /* Our hold now looks exactly like a Redisson hold to a Java client. */
     cr_assert_eq(th_hlen(r, name), 1);
     cr_assert(th_pttl(r, name) > 25000);
@@ -176,20 +179,19 @@ Test(wait, killed_holder_frees_lock_after_watchdog_lease)
     pid_t pid = th_fork(kill_child, fds);
     char b;
     cr_assert_eq(read(fds[0], &b, 1), 1, "child took the lock");
-    /* Let the child's watchdog renew at least once before the kill. */
-    th_sleep_ms(1200);
+    /* The child's watchdog renews it at least once before the kill. */
     redisContext *r = th_redis(0);
-    cr_assert(th_pttl(r, name) > 700, "renewed by the child's watchdog");
+    th_wait_renewal(r, name, 3000);
     kill(pid, SIGKILL);
     int64_t killed = th_now_ms();
-    cr_assert_eq(th_wait(pid), 128 + SIGKILL);
+    cr_assert_eq(th_wait_bounded(pid, 10000), 128 + SIGKILL);
     cr_assert_eq(th_exists(r, name), 1, "still held right after the kill");
     rlock_client *a = th_client(NULL, 0);
     rlock *l;
     th_ok(rlock_new(a, name, &l));
-    th_ok(rlock_try_lock(l, 10000, RLOCK_WATCHDOG));
+    th_ok(rlock_try_lock(l, th_ms(10000), RLOCK_WATCHDOG));
     int64_t took = th_now_ms() - killed;
-    cr_assert(took < 3000, "free after the 1.5 s lease, took %lld ms", (long long)took);
+    cr_assert(took < th_ms(3000), "free after the 1.5 s lease, took %lld ms", (long long)took);
     th_ok(rlock_unlock(l));
     rlock_free(l);
     rlock_client_free(a);
@@ -278,7 +280,8 @@ Test(wait, threads_times_processes_keep_an_exact_count)
         pids[p] = th_fork(counter_process, names);
     }
     for (int p = 0; p < PROCS; p++) {
-        cr_assert_eq(th_wait(pids[p]), 0, "process %d: every call returned RLOCK_OK", p);
+        cr_assert_eq(th_wait_bounded(pids[p], 60000), 0, "process %d: every call returned RLOCK_OK",
+                     p);
     }
     redisContext *r = th_redis(0);
     redisReply *rep = th_cmd(r, "GET %s", counter);
@@ -305,7 +308,9 @@ Test(wait, local_waiters_queue_in_order)
     for (int i = 0; i < N; i++) {
         w[i] = (struct waiter){a, name, 20000, RLOCK_EINVAL, 0, true};
         pthread_create(&t[i], NULL, wait_thread, &w[i]);
-        th_sleep_ms(200);
+        /* Arrival order: no call tells from outside that a thread has
+         * queued, so each gets time to before the next one starts. */
+        th_sleep_ms(th_ms(200));
     }
     th_ok(rlock_unlock(l));
     for (int i = 0; i < N; i++) {

@@ -17,7 +17,8 @@ Test(watchdog, keeps_lock_for_several_timeouts)
     th_ok(rlock_new(c, name, &l));
     th_ok(rlock_lock(l, RLOCK_WATCHDOG));
     char *owner = th_owner(c, rlock_thread_id());
-    /* 3 s = five watchdog timeouts: without renewal it would be gone. */
+    /* 3 s = five watchdog timeouts: without renewal it would be gone. The
+     * sleeps are the point: time passes, sampled every 200 ms. */
     for (int i = 0; i < 15; i++) {
         th_sleep_ms(200);
         long long ttl = th_pttl(r, name);
@@ -27,8 +28,10 @@ Test(watchdog, keeps_lock_for_several_timeouts)
     uint64_t calls = 0, renewed = 0;
     th_ok(rlock_client_stat(c, RLOCK_STAT_RENEWAL_CALLS, &calls));
     th_ok(rlock_client_stat(c, RLOCK_STAT_RENEWED, &renewed));
-    cr_assert(calls >= 10 && renewed >= 10, "one renewal per 200 ms period: %llu",
-              (unsigned long long)calls);
+    /* A 600 ms lease that lived 3 s was renewed at least once per lease;
+     * how often beyond that is the watchdog's pace, not asserted here. */
+    cr_assert(calls >= 5 && renewed >= 5, "%llu renewal calls, %llu renewals in 3 s",
+              (unsigned long long)calls, (unsigned long long)renewed);
     th_ok(rlock_unlock(l));
     cr_assert_eq(th_exists(r, name), 0);
     rlock_free(l);
@@ -54,15 +57,23 @@ Test(watchdog, many_locks_share_one_script_call)
         th_ok(rlock_new(c, names[i], &l[i]));
         th_ok(rlock_lock(l[i], RLOCK_WATCHDOG));
     }
-    uint64_t held = 0, calls0 = 0, calls1 = 0;
+    uint64_t held = 0, calls0 = 0, calls1 = 0, ren0 = 0, ren1 = 0;
     th_ok(rlock_client_stat(c, RLOCK_STAT_HELD, &held));
     cr_assert_eq(held, N);
     th_ok(rlock_client_stat(c, RLOCK_STAT_RENEWAL_CALLS, &calls0));
-    th_sleep_ms(1500); /* five periods of 300 ms */
+    th_ok(rlock_client_stat(c, RLOCK_STAT_RENEWED, &ren0));
+    th_sleep_ms(1500); /* time passes: longer than the 900 ms lease */
     th_ok(rlock_client_stat(c, RLOCK_STAT_RENEWAL_CALLS, &calls1));
-    uint64_t calls = calls1 - calls0;
-    /* 250 locks in batches of 100 = 3 calls a round, about 5 rounds. */
-    cr_assert(calls >= 6 && calls <= 21, "renewal calls %llu", (unsigned long long)calls);
+    th_ok(rlock_client_stat(c, RLOCK_STAT_RENEWED, &ren1));
+    uint64_t calls = calls1 - calls0, renewed = ren1 - ren0;
+    /* 250 locks in batches of 100: 3 calls a round renewing 100, 100 and
+     * 50, whatever the number of rounds. One call per lock would renew 1
+     * per call; a batch above 100 would renew more than 100 per call. (A
+     * call counts just before its renewals do: one call of slack.) */
+    cr_assert(calls >= 3, "renewal calls %llu in 1.5 s", (unsigned long long)calls);
+    cr_assert(renewed >= 50 * (calls - 1) && renewed <= 100 * (calls + 1),
+              "%llu locks renewed in %llu calls: not batches of up to 100",
+              (unsigned long long)renewed, (unsigned long long)calls);
     redisContext *r = th_redis(0);
     for (int i = 0; i < N; i++) {
         cr_assert(th_pttl(r, names[i]) > 0, "lock %d still held", i);
@@ -109,22 +120,18 @@ Test(watchdog, lost_lock_is_reported_and_unlock_says_elost)
     th_ok(rlock_lock(l, RLOCK_WATCHDOG));
     /* Someone deletes it behind our back (an operator, an expiry). */
     th_run(r, "DEL %s", name);
-    int64_t deadline = th_now_ms() + 3000;
     int calls = 0;
-    while (th_now_ms() < deadline) {
-        pthread_mutex_lock(&lost.mu);
-        calls = lost.calls;
-        pthread_mutex_unlock(&lost.mu);
-        if (calls) {
-            break;
-        }
-        th_sleep_ms(20);
-    }
+    TH_POLL((pthread_mutex_lock(&lost.mu), calls = lost.calls, pthread_mutex_unlock(&lost.mu),
+             calls != 0),
+            3000);
     cr_assert_eq(calls, 1, "on_lock_lost called once with its arg");
     cr_assert_str_eq(lost.name, name);
     cr_assert_eq(lost.tid, rlock_thread_id());
-    th_sleep_ms(500);
-    cr_assert_eq(lost.calls, 1, "not reported again");
+    th_sleep_ms(500); /* time passes: two more renewal rounds */
+    pthread_mutex_lock(&lost.mu);
+    calls = lost.calls;
+    pthread_mutex_unlock(&lost.mu);
+    cr_assert_eq(calls, 1, "not reported again");
     cr_assert_eq(th_exists(r, name), 0, "the watchdog does not resurrect it");
     th_assert_status(rlock_unlock(l), RLOCK_ELOST);
     th_assert_status(rlock_unlock(l), RLOCK_ENOTOWNER);
@@ -160,8 +167,8 @@ Test(watchdog, no_renewal_outlives_unlock)
     char *owner = th_owner(c, rlock_thread_id());
     th_run(r, "HSET %s %s 1", name, owner);
     th_run(r, "PEXPIRE %s 400", name);
-    th_sleep_ms(1000); /* > three renewal periods */
-    cr_assert_eq(th_exists(r, name), 0, "expired: nobody renewed it");
+    /* A leftover renewal (every 100 ms, to 300 ms) would keep it forever. */
+    th_wait_exists(r, name, 0, 400 + 1000);
     rlock_free(l);
     rlock_client_free(c);
     redisFree(r);
@@ -177,10 +184,12 @@ Test(watchdog, explicit_lease_is_not_renewed)
     rlock *l;
     th_ok(rlock_new(c, name, &l));
     th_ok(rlock_lock(l, 1000));
-    th_sleep_ms(500);
     long long ttl = th_pttl(r, name);
-    cr_assert(ttl > 0 && ttl <= 500, "counting down from 1000: %lld", ttl);
-    th_ok(rlock_unlock(l));
+    cr_assert(ttl > 0 && ttl <= 1000, "lease 1000: PTTL %lld", ttl);
+    /* The watchdog runs every 100 ms: renewing this hold, to either lease,
+     * would keep the key forever. */
+    th_wait_exists(r, name, 0, 1000 + 2000);
+    th_assert_status(rlock_unlock(l), RLOCK_ELOST);
     rlock_free(l);
     rlock_client_free(c);
     redisFree(r);

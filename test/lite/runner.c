@@ -3,7 +3,10 @@
  * constructors announce, runs each in a fork()ed child, at most --jobs at a
  * time, kills one that outlives its timeout, and ends with Criterion's
  * "Synthesis" line. Options: --jobs N, --timeout SECONDS, --filter GLOB
- * (matched against "suite/name"); others are ignored. */
+ * (matched against "suite/name"), --list (Criterion's tree of suites and
+ * tests), --tap[=FILE] (Criterion's TAP report; none or "-": stderr);
+ * others are ignored. scripts/run-tests.sh reads the TAP report of either
+ * runner, and scripts/check-test-lists.sh compares their --list. */
 #include <errno.h>
 #include <fnmatch.h>
 #include <pthread.h>
@@ -159,6 +162,38 @@ static _Noreturn void run_child(const test *t)
     exit(how == 2 ? EXIT_SKIP : failed ? 1 : 0);
 }
 
+static int by_suite_and_name(const void *a, const void *b)
+{
+    const test *x = a, *y = b;
+    int c = strcmp(x->suite, y->suite);
+    return c ? c : strcmp(x->name, y->name);
+}
+
+/* Criterion's --list: "suite: N tests", then one "├── name" per test
+ * ("└── " for the last, " (skipped)" after a disabled one), in name order. */
+static void list_tests(void)
+{
+    test *sorted = malloc((size_t)(ntests ? ntests : 1) * sizeof *sorted);
+    if (!sorted) {
+        abort();
+    }
+    memcpy(sorted, tests, (size_t)ntests * sizeof *sorted);
+    qsort(sorted, (size_t)ntests, sizeof *sorted, by_suite_and_name);
+    for (int i = 0; i < ntests; i++) {
+        if (i == 0 || strcmp(sorted[i].suite, sorted[i - 1].suite) != 0) {
+            int n = 0;
+            while (i + n < ntests && strcmp(sorted[i + n].suite, sorted[i].suite) == 0) {
+                n++;
+            }
+            printf("%s: %d test%s\n", sorted[i].suite, n, n == 1 ? "" : "s");
+        }
+        bool last = i + 1 == ntests || strcmp(sorted[i + 1].suite, sorted[i].suite) != 0;
+        printf("%s %s%s\n", last ? "\u2514\u2500\u2500" : "\u251c\u2500\u2500", sorted[i].name,
+               sorted[i].o->disabled ? " (skipped)" : "");
+    }
+    free(sorted);
+}
+
 static double now(void)
 {
     struct timespec ts;
@@ -171,6 +206,8 @@ int main(int argc, char **argv)
     int jobs = 1;
     double timeout = 0;
     const char *filter = NULL;
+    const char *tap_path = NULL;
+    bool list = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--jobs") == 0 && i + 1 < argc) {
             jobs = atoi(argv[++i]);
@@ -182,7 +219,26 @@ int main(int argc, char **argv)
             filter = argv[++i];
         } else if (strncmp(argv[i], "--filter=", 9) == 0) {
             filter = argv[i] + 9;
+        } else if (strcmp(argv[i], "--list") == 0 || strcmp(argv[i], "-l") == 0) {
+            list = true;
+        } else if (strcmp(argv[i], "--tap") == 0) {
+            tap_path = "-";
+        } else if (strncmp(argv[i], "--tap=", 6) == 0) {
+            tap_path = argv[i] + 6;
         }
+    }
+    if (list) {
+        list_tests();
+        return 0;
+    }
+    FILE *tap = NULL;
+    if (tap_path) {
+        tap = strcmp(tap_path, "-") == 0 ? stderr : fopen(tap_path, "w");
+        if (!tap) {
+            perror(tap_path);
+            return 2;
+        }
+        fprintf(tap, "TAP version 13\n1..%d\n# criterion-lite\n#\n", ntests);
     }
     if (jobs < 1) {
         jobs = 1;
@@ -196,6 +252,9 @@ int main(int argc, char **argv)
             char full[512];
             snprintf(full, sizeof full, "%s/%s", t->suite, t->name);
             if (t->o->disabled || (filter && fnmatch(filter, full, 0) != 0)) {
+                if (tap) {
+                    fprintf(tap, "ok - %s::%s  # SKIP test was skipped\n", t->suite, t->name);
+                }
                 continue;
             }
             const struct crl_opts *so = suite_opts(t->suite);
@@ -203,6 +262,7 @@ int main(int argc, char **argv)
                          : so && so->timeout > 0 ? so->timeout
                                                  : timeout;
             t->started = now();
+            fflush(NULL); /* a child must not write the runner's buffers again */
             pid_t pid = fork();
             if (pid < 0) {
                 perror("criterion-lite: fork");
@@ -234,6 +294,10 @@ int main(int argc, char **argv)
                 if (x->pid > 0 && x->timeout > 0 && t - x->started > x->timeout) {
                     fprintf(stderr, "[FAIL] %s::%s: Timed out. (%.2fs)\n", x->suite, x->name,
                             t - x->started);
+                    if (tap) {
+                        fprintf(tap, "not ok - %s::%s timed out (%.2fs)\n", x->suite, x->name,
+                                t - x->started);
+                    }
                     kill(-x->pid, SIGKILL);
                     kill(x->pid, SIGKILL);
                     x->timeout = 0; /* reported once; reaped below as a failure */
@@ -248,21 +312,39 @@ int main(int argc, char **argv)
         kill(-pid, SIGKILL);
         done->pid = 0;
         running--;
+        double took = now() - done->started;
+        const char *s = done->suite, *n = done->name;
         if (done->started < 0) {
-            failing++;
+            failing++; /* timed out: reported when killed */
         } else if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
             passing++;
+            if (tap) {
+                fprintf(tap, "ok - %s::%s  (%.2fs)\n", s, n, took);
+            }
         } else if (WIFEXITED(st) && WEXITSTATUS(st) == EXIT_SKIP) {
             skipped++;
+            if (tap) {
+                fprintf(tap, "ok - %s::%s  # SKIP test was skipped\n", s, n);
+            }
         } else if (WIFEXITED(st)) {
             failing++;
-            fprintf(stderr, "[FAIL] %s::%s: exit status %d\n", done->suite, done->name,
-                    WEXITSTATUS(st));
+            fprintf(stderr, "[FAIL] %s::%s: exit status %d\n", s, n, WEXITSTATUS(st));
+            if (tap) {
+                fprintf(tap, "not ok - %s::%s  (%.2fs)\n", s, n, took);
+            }
         } else {
             crashing++;
-            fprintf(stderr, "[----] %s::%s: CRASH! (signal %d)\n", done->suite, done->name,
-                    WTERMSIG(st));
+            fprintf(stderr, "[----] %s::%s: CRASH! (signal %d)\n", s, n, WTERMSIG(st));
+            if (tap) {
+                fprintf(tap, "not ok - %s::%s unexpected signal %d\n", s, n, WTERMSIG(st));
+            }
         }
+        if (tap) {
+            fflush(tap);
+        }
+    }
+    if (tap && tap != stderr) {
+        fclose(tap);
     }
     printf("[====] Synthesis: Tested: %d | Skipped: %d | Passing: %d | Failing: %d | "
            "Crashing: %d \n",
