@@ -951,9 +951,14 @@ Test(faults, debug_sleep_acquire_times_out_and_leaves_no_orphan)
      * library never counted. */
     char *owner = th_owner(a, rlock_thread_id());
     redisContext *r = admin();
-    bool ran = TH_POLL(th_hget_int(r, n1, owner) == 1 && th_hget_int(r, n2, owner) == 1, 2000);
-    cr_assert(ran, "the late acquires did not run (%s count %lld, %s count %lld): nothing to test",
-              n1, th_hget_int(r, n1, owner), n2, th_hget_int(r, n2, owner));
+    bool ran = TH_POLL(th_hget_int(r, n1, owner) == 1, 2000);
+    cr_assert(ran, "the late acquire did not run (%s count %lld): nothing to test", n1,
+              th_hget_int(r, n1, owner));
+    /* The second acquire needed a new connection (the first call's was
+     * dropped when it timed out), whose handshake (CLIENT SETNAME) timed
+     * out first: it was never sent. Either way the next call settles. */
+    long long c2 = th_hget_int(r, n2, owner);
+    cr_assert(c2 == 0 || c2 == 1, "%s count %lld", n2, c2);
     uint64_t held = 1;
     th_ok(rlock_client_stat(a, RLOCK_STAT_HELD, &held));
     cr_assert_eq(held, 0);
