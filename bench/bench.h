@@ -87,14 +87,15 @@ typedef struct bench_ctx {
 
 /* Figures of one round; NaN where a scenario did not run. */
 typedef struct bench_round {
-    double limit_rps;   /* redis-benchmark EVALSHA lock-like, -c 1 */
-    double limit_usec;  /* server usec per lock-like call */
-    double pairs_per_s; /* uncontended lock + unlock */
-    double ratio;       /* pairs_per_s / (limit_rps / 2) */
+    double limit_rps;    /* redis-benchmark EVALSHA lock-like, -c 1 */
+    double limit_cpu_us; /* redis-benchmark's own CPU per call */
+    double limit_usec;   /* Redis usec per lock-like call */
+    double pairs_per_s;  /* uncontended lock + unlock */
+    double ratio;        /* pairs_per_s / (limit_rps / 2) */
     double pair_p50_us, pair_p99_us;
     double pair_cpu_us;     /* client CPU (all threads) per pair */
     double pair_cmds;       /* RLOCK_STAT_COMMANDS per pair */
-    double pair_usec;       /* server usec per rlock script call */
+    double pair_usec;       /* Redis usec per rlock script call */
     double nest_first_us;   /* lock, hold count 0 -> 1 */
     double nest_reenter_us; /* lock, 1 -> 2 .. 10 -> 11 (mean of medians) */
     double nest_partial_us; /* unlock, 11 -> 10 .. 2 -> 1 */
@@ -108,8 +109,20 @@ typedef struct bench_round {
     double wd_alive;        /* sampled locks still alive after the window */
 } bench_round;
 
-void bench_scn_limit(bench_ctx *x, bench_round *out);
-void bench_scn_uncontended(bench_ctx *x, bench_round *out);
+/* The sums of a round's limit and pair slices. A round alternates short
+ * slices of the two (limit, pairs, limit, pairs, ...) so that both see the
+ * same moments of a noisy machine; bench_speed() turns the sums into the
+ * round's figures and clears them. */
+typedef struct bench_acc {
+    double rb_calls, rb_s, rb_cpu_s, rb_srv_calls, rb_srv_usec;
+    double pairs, pairs_s, cpu_s, cmds, srv_calls, srv_usec;
+    double *lat; /* pair latencies, us */
+    size_t nlat;
+} bench_acc;
+
+void bench_slice_limit(bench_ctx *x, int n, bench_acc *a);
+void bench_slice_pairs(bench_ctx *x, int n, bench_acc *a);
+void bench_speed(bench_acc *a, bench_round *out);
 void bench_scn_nested(bench_ctx *x, bench_round *out);
 void bench_scn_watchdog(bench_ctx *x, int held, bench_round *out);
 

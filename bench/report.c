@@ -103,8 +103,12 @@ int bench_report_main(bench_ctx *x, int rounds, int held)
     for (int i = 0; i < rounds; i++) {
         bench_note("round %d/%d: limit, uncontended, nested, watchdog (%d locks)", i + 1, rounds,
                    held);
-        bench_scn_limit(x, &rs[i]);
-        bench_scn_uncontended(x, &rs[i]);
+        bench_acc acc = {0};
+        for (int k = 0; k < (x->quick ? 3 : 5); k++) {
+            bench_slice_limit(x, x->quick ? 2000 : 6000, &acc);
+            bench_slice_pairs(x, x->quick ? 1000 : 4000, &acc);
+        }
+        bench_speed(&acc, &rs[i]);
         bench_scn_nested(x, &rs[i]);
         bench_scn_watchdog(x, held, &rs[i]);
     }
@@ -126,12 +130,13 @@ int bench_report_main(bench_ctx *x, int rounds, int held)
     snprintf(wd[3], sizeof wd[3], "watchdog, %d held: Redis CPU µs per lock renewed", held);
     const row rows[] = {
         {"limit: redis-benchmark EVALSHA lock-like -c 1, calls/s", F(limit_rps), 0, 0, 0},
+        {"limit: redis-benchmark CPU µs per call", F(limit_cpu_us), 1, 0, 0},
         {"limit: Redis µs per lock-like call", F(limit_usec), 2, 0, 0},
         {"uncontended: lock + unlock pairs/s", F(pairs_per_s), 0, 0, 0},
         {"**uncontended ratio** = pairs/s ÷ (EVALSHA/s ÷ 2)", F(ratio), 3, '>', 0.9},
         {"uncontended: pair latency p50 µs", F(pair_p50_us), 1, 0, 0},
         {"uncontended: pair latency p99 µs", F(pair_p99_us), 1, 0, 0},
-        {"uncontended: client CPU µs per pair (all threads)", F(pair_cpu_us), 1, 0, 0},
+        {"uncontended: rlock client CPU µs per pair (all threads)", F(pair_cpu_us), 1, 0, 0},
         {"uncontended: client commands per pair", F(pair_cmds), 3, 0, 0},
         {"uncontended: Redis µs per rlock script call", F(pair_usec), 2, 0, 0},
         {"nested: first lock (hold 0 → 1) p50 µs", F(nest_first_us), 1, 0, 0},

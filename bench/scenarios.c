@@ -8,34 +8,44 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #define NEST_DEPTH 11    /* the first acquire, then re-entry to a hold count of 11 */
 #define WD_LEASE_MS 3000 /* watchdog lease 3 s: a renewal round every second */
 
-/* Resets the server's command statistics, so that usec_per_call below is
- * this measurement's alone. */
+/* Resets the server's command statistics, so that the EVALSHA figures read
+ * after a slice are that slice's alone. */
 static void reset_stats(bench_ctx *x)
 {
     freeReplyObject(bench_cmd(x->r, "CONFIG RESETSTAT"));
 }
 
-static double evalsha_usec(bench_ctx *x)
+static void add_evalsha(bench_ctx *x, double *calls, double *usec)
 {
-    return bench_info(x->r, "commandstats", "cmdstat_evalsha", "usec_per_call");
+    *calls += bench_info(x->r, "commandstats", "cmdstat_evalsha", "calls");
+    *usec += bench_info(x->r, "commandstats", "cmdstat_evalsha", "usec");
+}
+
+static double children_cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_CHILDREN, &ru);
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
 /* The physical limit: redis-benchmark's single-client EVALSHA rate of the
  * harness's lock-like script (HINCRBY + PEXPIRE), same command line as
  * ../shared/bench-anchors/driver.py apart from -n. */
-void bench_scn_limit(bench_ctx *x, bench_round *out)
+void bench_slice_limit(bench_ctx *x, int n, bench_acc *a)
 {
-    int n = x->quick ? 5000 : 30000;
     char cmd[512], line[512];
     snprintf(cmd, sizeof cmd,
              "redis-benchmark -h '%s' -p %d -c 1 -P 1 -n %d --csv evalsha %s 1 '%s:rb' field",
              x->host, x->port, n, x->sha, x->prefix);
     reset_stats(x);
     fflush(stdout);
+    double cpu0 = children_cpu_s();
     FILE *p = popen(cmd, "r");
     if (!p) {
         bench_die("cannot run redis-benchmark: %s", strerror(errno));
@@ -51,39 +61,54 @@ void bench_scn_limit(bench_ctx *x, bench_round *out)
     if (pclose(p) != 0 || !(rps > 0)) {
         bench_die("redis-benchmark failed: %s (apt-get install redis-tools)", cmd);
     }
-    out->limit_rps = rps;
-    out->limit_usec = evalsha_usec(x);
-    freeReplyObject(bench_cmd(x->r, "DEL %s:rb", x->prefix));
+    a->rb_calls += n;
+    a->rb_s += n / rps;
+    a->rb_cpu_s += children_cpu_s() - cpu0; /* its whole run, connect included */
+    add_evalsha(x, &a->rb_srv_calls, &a->rb_srv_usec);
 }
 
-/* One thread, lock(WATCHDOG) + unlock of one name: N pairs or 5 s. */
-void bench_scn_uncontended(bench_ctx *x, bench_round *out)
+/* One thread, lock(WATCHDOG) + unlock of one name, n pairs. */
+void bench_slice_pairs(bench_ctx *x, int n, bench_acc *a)
 {
-    uint64_t n = x->quick ? 3000 : 20000, errors = 0;
     char name[96];
     snprintf(name, sizeof name, "%s:unc", x->prefix);
     rlock *l = bench_lock(x->c, name);
-    double *lat = bench_xcalloc(n, sizeof *lat);
+    a->lat = realloc(a->lat, (a->nlat + (size_t)n) * sizeof *a->lat);
+    if (!a->lat) {
+        bench_die("out of memory");
+    }
+    uint64_t errors = 0;
     reset_stats(x);
     uint64_t cmds0 = bench_stat(x->c, RLOCK_STAT_COMMANDS);
     double cpu0 = bench_cpu_s();
     int64_t t0 = bench_now_ns();
-    uint64_t done = bench_pairs(l, n, t0 + 5000000000LL, lat, &errors);
-    double elapsed = (double)(bench_now_ns() - t0) / 1e9;
-    double cpu = bench_cpu_s() - cpu0;
-    uint64_t cmds = bench_stat(x->c, RLOCK_STAT_COMMANDS) - cmds0;
+    uint64_t done = bench_pairs(l, (uint64_t)n, 0, a->lat + a->nlat, &errors);
+    a->pairs_s += (double)(bench_now_ns() - t0) / 1e9;
+    a->cpu_s += bench_cpu_s() - cpu0;
+    a->cmds += (double)(bench_stat(x->c, RLOCK_STAT_COMMANDS) - cmds0);
     if (errors || done == 0) {
         bench_die("uncontended: %llu errors", (unsigned long long)errors);
     }
-    out->pairs_per_s = (double)done / elapsed;
-    out->ratio = out->pairs_per_s / (out->limit_rps / 2);
-    out->pair_cpu_us = cpu * 1e6 / (double)done;
-    out->pair_cmds = (double)cmds / (double)done;
-    out->pair_usec = evalsha_usec(x);
-    out->pair_p50_us = bench_quantile(lat, done, 0.5);
-    out->pair_p99_us = bench_quantile(lat, done, 0.99);
-    free(lat);
+    a->pairs += (double)done;
+    a->nlat += done;
+    add_evalsha(x, &a->srv_calls, &a->srv_usec);
     rlock_free(l);
+}
+
+void bench_speed(bench_acc *a, bench_round *out)
+{
+    out->limit_rps = a->rb_calls / a->rb_s;
+    out->limit_cpu_us = a->rb_cpu_s * 1e6 / a->rb_calls;
+    out->limit_usec = a->rb_srv_usec / a->rb_srv_calls;
+    out->pairs_per_s = a->pairs / a->pairs_s;
+    out->ratio = out->pairs_per_s / (out->limit_rps / 2);
+    out->pair_cpu_us = a->cpu_s * 1e6 / a->pairs;
+    out->pair_cmds = a->cmds / a->pairs;
+    out->pair_usec = a->srv_usec / a->srv_calls;
+    out->pair_p50_us = bench_quantile(a->lat, a->nlat, 0.5);
+    out->pair_p99_us = bench_quantile(a->lat, a->nlat, 0.99);
+    free(a->lat);
+    memset(a, 0, sizeof *a);
 }
 
 /* Re-entry: lock x11 then unlock x11 on one name, per-call latency by the
