@@ -22,8 +22,9 @@
 /* CLOCK_MONOTONIC in ns: system-wide, so stamps of different threads compare. */
 int64_t bench_now_ns(void);
 void bench_sleep_ms(int64_t ms);
-/* This process's user + system CPU seconds so far, all threads. */
-double bench_cpu_s(void);
+/* User + system CPU seconds so far of this process, all threads (self) or
+ * of its waited-for children (!self). */
+double bench_cpu_s(bool self);
 /* Bytes in use by malloc, all arenas, chunk headers included (mallinfo2). */
 int64_t bench_heap_bytes(void);
 

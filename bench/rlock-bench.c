@@ -1,18 +1,8 @@
-/* rlock-bench: benchmarks rlock against a real Redis server. Three modes:
- *
- *   rlock-bench [--url redis://HOST:PORT] [--rounds R] [--held N] [--quick]
- *       The report (report.c): R interleaved rounds of the limit
- *       (redis-benchmark EVALSHA -c 1), uncontended pairs, re-entry and N
- *       watchdog-held locks; a Markdown table of medians on stdout.
- *
- *   rlock-bench --loop N [--url URL]
- *       N uncontended lock + unlock pairs and one summary line on stderr,
- *       nothing else: the program to run under perf, strace or callgrind.
- *
- *   rlock-bench --port P --scenario uncontended|contended --n N
- *               --duration S --workers W --lock-key K --counter-key C
- *       A runner of ../shared/bench-anchors (runner.c).
- */
+/* rlock-bench: benchmarks rlock against a real Redis server, in one of three
+ * modes (see usage()): the report of interleaved rounds (report.c); --loop N,
+ * bare lock + unlock pairs and one summary line, the program to run under
+ * perf, strace or callgrind (and bench/ab.sh); and --port P --scenario ...,
+ * a runner of ../shared/bench-anchors (runner.c). */
 #include "bench.h"
 
 #include <stdio.h>
@@ -77,7 +67,7 @@ static int loop(bench_ctx *x, uint64_t n)
     uint64_t errors = 0;
     bench_pairs(l, 300, 0, NULL, &errors);
     uint64_t cmds0 = bench_stat(c, RLOCK_STAT_COMMANDS);
-    double cpu0 = bench_cpu_s();
+    double cpu0 = bench_cpu_s(true);
     int64_t t0 = bench_now_ns();
     uint64_t done = bench_pairs(l, n, 0, NULL, &errors);
     double s = (double)(bench_now_ns() - t0) / 1e9;
@@ -85,7 +75,7 @@ static int loop(bench_ctx *x, uint64_t n)
             "%llu pairs in %.3f s: %.0f pairs/s, %.1f us per pair, client CPU %.1f us per "
             "pair, %.2f commands per pair, %llu errors\n",
             (unsigned long long)done, s, (double)done / s, s * 1e6 / (double)done,
-            (bench_cpu_s() - cpu0) * 1e6 / (double)done,
+            (bench_cpu_s(true) - cpu0) * 1e6 / (double)done,
             (double)(bench_stat(c, RLOCK_STAT_COMMANDS) - cmds0) / (double)done,
             (unsigned long long)errors);
     rlock_free(l);

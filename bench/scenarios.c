@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 
 #define NEST_DEPTH 11    /* the first acquire, then re-entry to a hold count of 11 */
 #define WD_LEASE_MS 3000 /* watchdog lease 3 s: a renewal round every second */
@@ -26,14 +25,6 @@ static void add_evalsha(bench_ctx *x, double *calls, double *usec)
     *usec += bench_info(x->r, "commandstats", "cmdstat_evalsha", "usec");
 }
 
-static double children_cpu_s(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_CHILDREN, &ru);
-    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
-}
-
 /* The physical limit: redis-benchmark's single-client EVALSHA rate of the
  * harness's lock-like script (HINCRBY + PEXPIRE), same command line as
  * ../shared/bench-anchors/driver.py apart from -n. */
@@ -45,7 +36,7 @@ void bench_slice_limit(bench_ctx *x, int n, bench_acc *a)
              x->host, x->port, n, x->sha, x->prefix);
     reset_stats(x);
     fflush(stdout);
-    double cpu0 = children_cpu_s();
+    double cpu0 = bench_cpu_s(false);
     FILE *p = popen(cmd, "r");
     if (!p) {
         bench_die("cannot run redis-benchmark: %s", strerror(errno));
@@ -63,7 +54,7 @@ void bench_slice_limit(bench_ctx *x, int n, bench_acc *a)
     }
     a->rb_calls += n;
     a->rb_s += n / rps;
-    a->rb_cpu_s += children_cpu_s() - cpu0; /* its whole run, connect included */
+    a->rb_cpu_s += bench_cpu_s(false) - cpu0; /* its whole run, connect included */
     add_evalsha(x, &a->rb_srv_calls, &a->rb_srv_usec);
 }
 
@@ -80,11 +71,11 @@ void bench_slice_pairs(bench_ctx *x, int n, bench_acc *a)
     uint64_t errors = 0;
     reset_stats(x);
     uint64_t cmds0 = bench_stat(x->c, RLOCK_STAT_COMMANDS);
-    double cpu0 = bench_cpu_s();
+    double cpu0 = bench_cpu_s(true);
     int64_t t0 = bench_now_ns();
     uint64_t done = bench_pairs(l, (uint64_t)n, 0, a->lat + a->nlat, &errors);
     a->pairs_s += (double)(bench_now_ns() - t0) / 1e9;
-    a->cpu_s += bench_cpu_s() - cpu0;
+    a->cpu_s += bench_cpu_s(true) - cpu0;
     a->cmds += (double)(bench_stat(x->c, RLOCK_STAT_COMMANDS) - cmds0);
     if (errors || done == 0) {
         bench_die("uncontended: %llu errors", (unsigned long long)errors);
@@ -191,9 +182,9 @@ void bench_scn_watchdog(bench_ctx *x, int held, bench_round *out)
     int periods = x->quick ? 2 : 3;
     uint64_t calls0 = bench_stat(c, RLOCK_STAT_RENEWAL_CALLS);
     uint64_t renewed0 = bench_stat(c, RLOCK_STAT_RENEWED);
-    double cpu0 = bench_cpu_s(), rcpu0 = redis_cpu_s(x);
+    double cpu0 = bench_cpu_s(true), rcpu0 = redis_cpu_s(x);
     bench_sleep_ms((int64_t)periods * WD_LEASE_MS / 3);
-    double cpu = bench_cpu_s() - cpu0, rcpu = redis_cpu_s(x) - rcpu0;
+    double cpu = bench_cpu_s(true) - cpu0, rcpu = redis_cpu_s(x) - rcpu0;
     double calls = (double)(bench_stat(c, RLOCK_STAT_RENEWAL_CALLS) - calls0);
     double renewed = (double)(bench_stat(c, RLOCK_STAT_RENEWED) - renewed0);
     /* Rounds from the renewals themselves: exact where a window edge cuts

@@ -28,10 +28,10 @@ void bench_sleep_ms(int64_t ms)
     }
 }
 
-double bench_cpu_s(void)
+double bench_cpu_s(bool self)
 {
     struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
+    getrusage(self ? RUSAGE_SELF : RUSAGE_CHILDREN, &ru);
     return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
            (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
