@@ -108,6 +108,7 @@ typedef struct bench_round {
     double wd_client_us;    /* client CPU per lock renewed */
     double wd_redis_us;     /* Redis CPU per lock renewed */
     double wd_alive;        /* sampled locks still alive after the window */
+    double wd_errors;       /* failed locks and unlocks (ELOST: renewal fell behind) */
 } bench_round;
 
 /* The sums of a round's limit and pair slices. A round alternates short

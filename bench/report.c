@@ -150,6 +150,7 @@ int bench_report_main(bench_ctx *x, int rounds, int held)
         {wd[2], F(wd_client_us), 2, 0, 0},
         {wd[3], F(wd_redis_us), 2, 0, 0},
         {"watchdog: sampled locks alive after the window", F(wd_alive), 2, '>', 1.0},
+        {"watchdog: failed locks + unlocks (ELOST: a lease ran out)", F(wd_errors), 0, '<', 0},
     };
     printf("| measure | median | min | max | goal |\n|---|---|---|---|---|\n");
     int missed = 0;

@@ -152,6 +152,16 @@ static double redis_cpu_s(bench_ctx *x)
            bench_info(x->r, "cpu", "used_cpu_user", NULL);
 }
 
+/* Counts a failed lock or unlock; the first few are named on stderr. A lost
+ * lease (RLOCK_ELOST at unlock) means renewal fell behind: a finding to
+ * report, not a reason to stop. */
+static void wd_check(rlock_status s, const char *what, double *errors)
+{
+    if (s != RLOCK_OK && ++*errors <= 3) {
+        fprintf(stderr, "rlock-bench: watchdog %s: %s\n", what, rlock_status_name(s));
+    }
+}
+
 /* held watchdog locks on a client of their own: memory per lock, then the
  * renewal rounds of a quiet window (calls, client and Redis CPU). */
 void bench_scn_watchdog(bench_ctx *x, int held, bench_round *out)
@@ -160,16 +170,17 @@ void bench_scn_watchdog(bench_ctx *x, int held, bench_round *out)
     char name[128];
     snprintf(name, sizeof name, "%s:wd:warm", x->prefix);
     rlock *warm = bench_lock(c, name);
-    uint64_t errors = 0;
-    bench_pairs(warm, 100, 0, NULL, &errors); /* pool buffers in the baseline */
+    uint64_t warm_errors = 0;
+    bench_pairs(warm, 100, 0, NULL, &warm_errors); /* pool buffers in the baseline */
     rlock_free(warm);
+    out->wd_errors = 0;
 
     rlock **h = bench_xcalloc((size_t)held, sizeof *h);
     int64_t heap0 = bench_heap_bytes();
     for (int i = 0; i < held; i++) {
         snprintf(name, sizeof name, "%s:wd:%d", x->prefix, i);
         h[i] = bench_lock(c, name);
-        errors += rlock_lock(h[i], RLOCK_WATCHDOG) != RLOCK_OK;
+        wd_check(rlock_lock(h[i], RLOCK_WATCHDOG), "lock", &out->wd_errors);
     }
     int64_t heap1 = bench_heap_bytes();
     for (int i = 0; i < held; i++) {
@@ -206,12 +217,10 @@ void bench_scn_watchdog(bench_ctx *x, int held, bench_round *out)
     for (int i = 0; i < held; i++) {
         snprintf(name, sizeof name, "%s:wd:%d", x->prefix, i);
         rlock *l = bench_lock(c, name);
-        errors += rlock_unlock(l) != RLOCK_OK;
+        wd_check(rlock_unlock(l), "unlock", &out->wd_errors);
         rlock_free(l);
     }
-    if (errors || bench_stat(c, RLOCK_STAT_HELD) != 0) {
-        bench_die("watchdog: %llu lock/unlock errors", (unsigned long long)errors);
-    }
+    out->wd_errors += (double)bench_stat(c, RLOCK_STAT_HELD); /* holds left behind */
     rlock_client_free(c);
     free(h);
 }
