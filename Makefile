@@ -53,8 +53,8 @@ BENCH_SRC:= $(wildcard bench/*.c)
 
 FORCE:
 
-.PHONY: FORCE docs-check all lib check test test-lists demo bench clean asan tsan \
-        valgrind symbols format deps soak fuzz
+.PHONY: FORCE docs-check all lib check test test-lists demo bench bench-peers clean asan \
+        tsan valgrind symbols format deps soak fuzz
 
 all: lib $(B)/rlock $(B)/rlock-bench $(EX_BIN)
 
@@ -86,7 +86,7 @@ $(B)/librlock.so: $(LIB_OBJ)
 $(B)/rlock: $(TOOL_SRC) $(B)/librlock.a include/rlock.h
 	$(CC) $(ALL_CFLAGS) -o $@ $(TOOL_SRC) $(B)/librlock.a $(ALL_LDFLAGS) $(RL_LDLIBS)
 
-$(B)/rlock-bench: $(BENCH_SRC) $(B)/librlock.a include/rlock.h
+$(B)/rlock-bench: $(BENCH_SRC) bench/bench.h $(B)/librlock.a include/rlock.h
 	$(CC) $(ALL_CFLAGS) -o $@ $(BENCH_SRC) $(B)/librlock.a $(ALL_LDFLAGS) $(RL_LDLIBS) -lm
 
 $(B)/examples/%: examples/%.c $(B)/librlock.a include/rlock.h
@@ -143,9 +143,22 @@ demo: deps
 	  { cat $(B)/demo-build.log; exit 1; }
 	@sh scripts/with-redis.sh $(B)/examples/demo
 
+# make bench BENCH_ARGS=--quick for a short run; see docs/performance.md.
+BENCH_ARGS ?=
+ANCHORS    ?= ../shared/bench-anchors
 bench: deps
 	$(MAKE) $(B)/rlock-bench
-	sh scripts/with-redis.sh $(B)/rlock-bench --all
+	sh scripts/with-redis.sh $(B)/rlock-bench $(BENCH_ARGS)
+
+# The shared peer harness with rlock as one more runner (~1.5 min). It runs
+# from a copy in $(B)/bench-anchors, where its npm packages are installed and
+# results.md is appended to; the shared directory stays untouched.
+ANCHORS_ARGS ?=
+bench-peers: deps
+	$(MAKE) $(B)/rlock-bench
+	mkdir -p $(B)/bench-anchors && chmod -R u+w $(B)/bench-anchors
+	cp -rf $(ANCHORS)/. $(B)/bench-anchors/ && chmod -R u+w $(B)/bench-anchors
+	$(B)/bench-anchors/run.sh --runner "rlock=$(abspath $(B))/rlock-bench" $(ANCHORS_ARGS)
 
 # The porting guide's C blocks are excerpts of the compiled examples.
 docs-check:

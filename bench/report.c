@@ -1,253 +1,168 @@
-/* rlock-bench: the standalone mode — runs the scenarios against one server,
- * measures the physical limit of that server in the same run, and prints a
- * Markdown report (or JSON with --json, the report then going to stderr). */
+/* rlock-bench: the standalone report. Runs the scenarios in interleaved
+ * rounds (limit, uncontended, nested, watchdog; again; again...), so that a
+ * slow minute of this shared machine hits every measurement alike, and
+ * prints the median of each figure over the rounds with its range. */
 #include "bench.h"
 
 #include <math.h>
-#include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-static bench_str md;      /* scenario sections, in order */
-static bench_str js_rows; /* JSON objects of measured rows */
-static bench_str js_goals;
-static bench_str md_goals;
-static int js_fields;
-static int goals_met;
-static int goals_missed;
+typedef struct row {
+    const char *label;
+    size_t off; /* of the figure in bench_round */
+    int nd;     /* decimals */
+    char goal;  /* '>' at least, '<' at most, 0 none */
+    double target;
+} row;
 
-const char *bench_fmt(double x, int nd)
+#define F(field) offsetof(bench_round, field)
+
+static const char *num(char *buf, double v, int nd)
 {
-    static char ring[32][48];
-    static int next;
-    char *out = ring[next];
-    next = (next + 1) % 32;
-    if (isnan(x) || isinf(x)) {
-        snprintf(out, 48, "-");
-        return out;
+    if (isnan(v)) {
+        return "-";
     }
-    char raw[48];
-    snprintf(raw, sizeof raw, "%.*f", nd, fabs(x));
-    /* Thousands separators on the integer part, as the anchor tables. */
-    size_t intlen = strcspn(raw, ".");
-    size_t o = 0;
-    if (x < 0 && strspn(raw, "0.") != strlen(raw)) {
-        out[o++] = '-';
-    }
-    for (size_t i = 0; i < intlen; i++) {
-        out[o++] = raw[i];
-        size_t left = intlen - i - 1;
-        if (left > 0 && left % 3 == 0) {
-            out[o++] = ',';
+    snprintf(buf, 32, "%.*f", nd, v);
+    return buf;
+}
+
+static double field(const bench_round *r, size_t off)
+{
+    return *(const double *)((const char *)r + off);
+}
+
+/* Median, min and max of one figure over the rounds, and the goal. */
+static int print_row(const row *w, const bench_round *rs, int n)
+{
+    double *v = bench_xcalloc((size_t)n, sizeof *v);
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        double x = field(&rs[i], w->off);
+        if (!isnan(x)) {
+            v[k++] = x;
         }
     }
-    snprintf(out + o, 48 - o, "%s", raw + intlen);
-    return out;
-}
-
-void bench_md(const char *fmt, ...)
-{
-    char line[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    bench_str_printf(&md, "%s\n", line);
-}
-
-static void js_key(const char *key)
-{
-    bench_str_printf(&js_rows, "%s\"%s\": ", js_fields++ ? ", " : "", key);
-}
-
-void bench_js_begin(const char *scenario)
-{
-    bench_str_printf(&js_rows, "%s    {", js_rows.n ? ",\n" : "");
-    js_fields = 0;
-    bench_js_str("scenario", scenario);
-}
-
-void bench_js_num(const char *key, double x)
-{
-    js_key(key);
-    bench_str_num(&js_rows, x);
-}
-
-void bench_js_str(const char *key, const char *s)
-{
-    js_key(key);
-    /* Our strings hold no quotes or backslashes; escape them anyway so the
-     * output stays valid JSON whatever a name contains. */
-    bench_str_printf(&js_rows, "\"");
-    for (const char *p = s; *p; p++) {
-        if (*p == '"' || *p == '\\') {
-            bench_str_printf(&js_rows, "\\%c", *p);
-        } else if ((unsigned char)*p >= 0x20) {
-            bench_str_printf(&js_rows, "%c", *p);
-        }
+    double med = bench_quantile(v, (size_t)k, 0.5);
+    char a[32], b[32], c[32], g[64] = "";
+    bool missed = false;
+    if (w->goal) {
+        missed = isnan(med) || (w->goal == '>' ? med < w->target : med > w->target);
+        snprintf(g, sizeof g, "%s %s%s", w->goal == '>' ? "≥" : "≤", num(a, w->target, w->nd),
+                 missed ? " **missed**" : " met");
     }
-    bench_str_printf(&js_rows, "\"");
+    printf("| %s | **%s** | %s | %s | %s |\n", w->label, num(a, med, w->nd),
+           num(b, k ? v[0] : NAN, w->nd), num(c, k ? v[k - 1] : NAN, w->nd), g);
+    free(v);
+    return missed;
 }
 
-void bench_js_end(void)
+static void print_rounds(const bench_round *rs, int n)
 {
-    bench_str_printf(&js_rows, "}");
+    char a[32], b[32], c[32], d[32];
+    printf("Rounds in the order they ran (limit and pairs measured back to back):\n\n"
+           "| round | EVALSHA/s | pairs/s | ratio | registry B/lock |\n|---|---|---|---|---|\n");
+    for (int i = 0; i < n; i++) {
+        printf("| %d | %s | %s | %s | %s |\n", i + 1, num(a, rs[i].limit_rps, 0),
+               num(b, rs[i].pairs_per_s, 0), num(c, rs[i].ratio, 3),
+               num(d, rs[i].wd_registry_b, 0));
+    }
+    printf("\n");
 }
 
-void bench_goal(const char *what, double measured, int nd, bool at_least, double target)
+static void load_lock_like(bench_ctx *x)
 {
-    bool met = !isnan(measured) && (at_least ? measured >= target : measured <= target);
-    if (met) {
-        goals_met++;
-    } else {
-        goals_missed++;
-    }
-    bench_str_printf(&md_goals, "| %s | %s | %s %s | %s |\n", what, bench_fmt(measured, nd),
-                     at_least ? "≥" : "≤", bench_fmt(target, nd), met ? "yes" : "**no**");
-    bench_str_printf(&js_goals, "%s    {\"goal\": \"%s\", \"measured\": ", js_goals.n ? ",\n" : "",
-                     what);
-    bench_str_num(&js_goals, measured);
-    bench_str_printf(&js_goals, ", \"target\": ");
-    bench_str_num(&js_goals, target);
-    bench_str_printf(&js_goals, ", \"at_least\": %s, \"met\": %s}", at_least ? "true" : "false",
-                     met ? "true" : "false");
+    /* The same text as LOCK_LIKE_LUA in ../shared/bench-anchors/driver.py,
+     * so that both measure the same limit. */
+    redisReply *r = bench_cmd(x->r, "SCRIPT LOAD %s",
+                              "redis.call('HINCRBY', KEYS[1], ARGV[1], 1); "
+                              "redis.call('PEXPIRE', KEYS[1], 30000); return 1");
+    snprintf(x->sha, sizeof x->sha, "%s", r->type == REDIS_REPLY_STRING ? r->str : "");
+    freeReplyObject(r);
 }
 
-const bench_rb *bench_limit(bench_ctx *x, int clients)
+int bench_report_main(bench_ctx *x, int rounds, int held)
 {
-    for (int i = 0; i < x->nrb; i++) {
-        if (x->rb_clients[i] == clients) {
-            return &x->rb[i];
-        }
+    x->r = bench_connect(x->host, x->port);
+    load_lock_like(x);
+    snprintf(x->prefix, sizeof x->prefix, "rlock-bench:%ld", (long)getpid());
+    x->c = bench_client(x->host, x->port, 0);
+    {
+        char name[96];
+        snprintf(name, sizeof name, "%s:warm", x->prefix);
+        rlock *l = bench_lock(x->c, name);
+        uint64_t errors = 0;
+        bench_pairs(l, 500, 0, NULL, &errors); /* loads the scripts, opens the pool */
+        rlock_free(l);
     }
-    if (x->nrb == (int)(sizeof x->rb / sizeof x->rb[0])) {
-        bench_die("too many redis-benchmark configurations");
-    }
-    /* -n as the anchor harness (100000), 50000 at -c 1 to keep the run
-     * short; enough for a few seconds of steady state either way. */
-    int n = clients == 1 ? 50000 : 100000;
-    if (x->o->quick) {
-        n = clients == 1 ? 5000 : 20000;
-    }
-    char key[128];
-    snprintf(key, sizeof key, "%s:rb:lock", x->prefix);
-    bench_progress("redis-benchmark EVALSHA lock-like -c %d -n %d", clients, n);
-    int i = x->nrb++;
-    x->rb_clients[i] = clients;
-    x->rb[i] = bench_redis_benchmark_evalsha(&x->o->target, x->sha, key, clients, n);
-    bench_cmd_void(x->r, "DEL %s", key);
-    return &x->rb[i];
-}
-
-static bool wanted(const bench_opts *o, const char *name, const char *num)
-{
-    return o->only == NULL || strcmp(o->only, name) == 0 || strcmp(o->only, num) == 0;
-}
-
-int bench_standalone_main(const bench_opts *o)
-{
-    static const char *names[] = {"uncontended", "parallel", "nested", "contended", "watchdog"};
-    if (o->only) {
-        bool known = false;
-        for (size_t i = 0; i < 5; i++) {
-            char num[4];
-            snprintf(num, sizeof num, "%zu", i + 1);
-            known = known || wanted(o, names[i], num);
-        }
-        if (!known) {
-            bench_die("unknown scenario '%s' (uncontended, parallel, nested, "
-                      "contended, watchdog or 1-5)",
-                      o->only);
-        }
-    }
-
-    bench_ctx x;
-    memset(&x, 0, sizeof x);
-    x.o = o;
-    x.r = bench_connect(&o->target);
-    bench_redis_version(x.r, x.redis_version, sizeof x.redis_version);
-    snprintf(x.prefix, sizeof x.prefix, "rlock-bench:%ld", (long)getpid());
-    x.rtt_us = bench_ping_rtt_us(x.r, o->quick ? 1000 : 5000, &x.rtt_p50_us);
-    bench_load_lock_like(x.r, x.sha, sizeof x.sha);
-    bench_progress("redis-server %s at %s, PING round trip %.1f us mean", x.redis_version,
-                   o->target.url, x.rtt_us);
-
+    bench_round *rs = bench_xcalloc((size_t)rounds, sizeof *rs);
     int64_t t0 = bench_now_ns();
-    if (wanted(o, "uncontended", "1")) {
-        bench_scn_uncontended(&x);
-    }
-    if (wanted(o, "parallel", "2")) {
-        bench_scn_parallel(&x);
-    }
-    if (wanted(o, "nested", "3")) {
-        bench_scn_nested(&x);
-    }
-    if (wanted(o, "contended", "4")) {
-        bench_scn_contended(&x);
-    }
-    if (wanted(o, "watchdog", "5")) {
-        bench_scn_watchdog(&x);
-    }
-    double total_s = (double)(bench_now_ns() - t0) / 1e9;
-
-    FILE *out = o->json ? stderr : stdout;
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    fprintf(out, "# rlock-bench %s%s\n\n", rlock_version(), o->quick ? " (quick)" : "");
-    fprintf(out,
-            "redis-server %s at %s; %ld CPUs; PING round trip (hiredis, "
-            "this run) mean %s us, p50 %s us; total %s s.\n\n",
-            x.redis_version, o->target.url, ncpu, bench_fmt(x.rtt_us, 1),
-            bench_fmt(x.rtt_p50_us, 1), bench_fmt(total_s, 1));
-    if (x.nrb > 0) {
-        fprintf(out, "Physical limit (redis-benchmark -P 1 --csv evalsha of "
-                     "the anchor harness's lock-like script, HINCRBY + "
-                     "PEXPIRE, same server, this run):\n\n");
-        fprintf(out, "| clients | requests/s | mean us | p99 us | max us | "
-                     "half (one lock+unlock = 2 calls) |\n");
-        fprintf(out, "|---|---|---|---|---|---|\n");
-        for (int i = 0; i < x.nrb; i++) {
-            const bench_rb *b = &x.rb[i];
-            fprintf(out, "| -c %d | %s | %s | %s | %s | %s |\n", x.rb_clients[i],
-                    bench_fmt(b->rps, 0), bench_fmt(b->avg_us, 0), bench_fmt(b->p99_us, 0),
-                    bench_fmt(b->max_us, 0), bench_fmt(b->rps / 2, 0));
+    for (int i = 0; i < rounds; i++) {
+        bench_note("round %d/%d: limit, uncontended, nested, watchdog (%d locks)", i + 1, rounds,
+                   held);
+        bench_acc acc = {0};
+        for (int k = 0; k < (x->quick ? 3 : 5); k++) {
+            bench_slice_limit(x, x->quick ? 2000 : 6000, &acc);
+            bench_slice_pairs(x, x->quick ? 1000 : 4000, &acc);
         }
-        fprintf(out, "\n");
+        bench_speed(&acc, &rs[i]);
+        bench_scn_nested(x, &rs[i]);
+        bench_scn_watchdog(x, held, &rs[i]);
     }
-    fputs(md.s ? md.s : "", out);
-    if (md_goals.n) {
-        fprintf(out,
-                "## Goals\n\n| goal | measured | target | met |\n"
-                "|---|---|---|---|\n%s\n",
-                md_goals.s);
-        fprintf(out, "%d goals met, %d missed\n", goals_met, goals_missed);
-    }
-    fflush(out);
+    double total = (double)(bench_now_ns() - t0) / 1e9;
 
-    if (o->json) {
-        printf("{\"rlock_version\": \"%s\", \"redis_version\": \"%s\", "
-               "\"url\": \"%s\", \"quick\": %s, \"rtt_mean_us\": ",
-               rlock_version(), x.redis_version, o->target.url, o->quick ? "true" : "false");
-        bench_str num = {0};
-        bench_str_num(&num, x.rtt_us);
-        printf("%s, \"limits\": [", num.s);
-        for (int i = 0; i < x.nrb; i++) {
-            num.n = 0;
-            bench_str_num(&num, x.rb[i].rps);
-            printf("%s{\"clients\": %d, \"evalsha_rps\": %s}", i ? ", " : "", x.rb_clients[i],
-                   num.s);
-        }
-        bench_str_free(&num);
-        printf("],\n  \"results\": [\n%s\n  ],\n  \"goals\": [\n%s\n  ]}\n",
-               js_rows.s ? js_rows.s : "", js_goals.s ? js_goals.s : "");
-        fflush(stdout);
+    redisReply *v = bench_cmd(x->r, "INFO server");
+    const char *ver = v->type == REDIS_REPLY_STRING ? strstr(v->str, "redis_version:") : NULL;
+    printf("# rlock-bench %s%s\n\n", rlock_version(), x->quick ? " (quick)" : "");
+    printf("redis-server %.*s on %s:%d, %ld CPUs. %d interleaved rounds (each: limit, "
+           "uncontended, nested, watchdog), %.0f s. Median over the rounds, with the "
+           "lowest and highest round.\n\n",
+           ver ? (int)strcspn(ver + 14, "\r\n") : 1, ver ? ver + 14 : "?", x->host, x->port,
+           sysconf(_SC_NPROCESSORS_ONLN), rounds, total);
+    freeReplyObject(v);
+    char wd[4][128];
+    snprintf(wd[0], sizeof wd[0], "watchdog, %d held: registry bytes per held lock", held);
+    snprintf(wd[1], sizeof wd[1], "watchdog, %d held: renewal calls per round", held);
+    snprintf(wd[2], sizeof wd[2], "watchdog, %d held: client CPU µs per lock renewed", held);
+    snprintf(wd[3], sizeof wd[3], "watchdog, %d held: Redis CPU µs per lock renewed", held);
+    const row rows[] = {
+        {"limit: redis-benchmark EVALSHA lock-like -c 1, calls/s", F(limit_rps), 0, 0, 0},
+        {"limit: redis-benchmark CPU µs per call", F(limit_cpu_us), 1, 0, 0},
+        {"limit: Redis µs per lock-like call", F(limit_usec), 2, 0, 0},
+        {"uncontended: lock + unlock pairs/s", F(pairs_per_s), 0, 0, 0},
+        {"**uncontended ratio** = pairs/s ÷ (EVALSHA/s ÷ 2)", F(ratio), 3, '>', 0.9},
+        {"uncontended: pair latency p50 µs", F(pair_p50_us), 1, 0, 0},
+        {"uncontended: pair latency p99 µs", F(pair_p99_us), 1, 0, 0},
+        {"uncontended: rlock client CPU µs per pair (all threads)", F(pair_cpu_us), 1, 0, 0},
+        {"uncontended: client commands per pair", F(pair_cmds), 3, 0, 0},
+        {"uncontended: Redis µs per rlock script call", F(pair_usec), 2, 0, 0},
+        {"nested: first lock (hold 0 → 1) p50 µs", F(nest_first_us), 1, 0, 0},
+        {"nested: re-entry (1 → 2 … 10 → 11) p50 µs", F(nest_reenter_us), 1, 0, 0},
+        {"nested: re-entry p50 at depth 10 ÷ depth 1", F(nest_slope), 2, '<', 1.25},
+        {"nested: partial unlock (11 → 10 … 2 → 1) p50 µs", F(nest_partial_us), 1, 0, 0},
+        {"nested: full unlock (1 → 0) p50 µs", F(nest_full_us), 1, 0, 0},
+        {wd[0], F(wd_registry_b), 0, '<', 256},
+        {"watchdog: heap bytes per rlock handle", F(wd_handle_b), 0, 0, 0},
+        {wd[1], F(wd_calls_round), 1, '<', ceil(held / 100.0)},
+        {wd[2], F(wd_client_us), 2, 0, 0},
+        {wd[3], F(wd_redis_us), 2, 0, 0},
+        {"watchdog: sampled locks alive after the window", F(wd_alive), 2, '>', 1.0},
+        {"watchdog: failed locks + unlocks (ELOST: a lease ran out)", F(wd_errors), 0, '<', 0},
+    };
+    printf("| measure | median | min | max | goal |\n|---|---|---|---|---|\n");
+    int missed = 0;
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        missed += print_row(&rows[i], rs, rounds);
     }
-
-    redisFree(x.r);
-    bench_str_free(&md);
-    bench_str_free(&js_rows);
-    bench_str_free(&js_goals);
-    bench_str_free(&md_goals);
+    printf("\n");
+    print_rounds(rs, rounds);
+    printf("%d goal%s missed\n", missed, missed == 1 ? "" : "s");
+    fflush(stdout);
+    rlock_client_free(x->c);
+    redisFree(x->r);
+    free(rs);
     return 0;
 }
