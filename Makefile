@@ -229,3 +229,30 @@ fuzz: deps
 	    -artifact_prefix=$(B)/fuzz/crash-$$f- \
 	    $(B)/fuzz/corpus-$$f fuzz/corpus/$$f || exit 1; \
 	done
+
+# ---- interop with real Redisson -----------------------------------------
+# make interop: the tests of test/interop against real Redisson (the newest
+# 3.x and 4.x from Maven Central), each on the same throwaway redis-server.
+# Needs Java 17+ and Maven (it says so and fails when they are missing);
+# make check never runs it. docs-check verifies that the porting guide's
+# Java blocks stand in test/interop (needs only python3).
+REDISSON_VERSIONS ?= 3.52.0 4.7.0
+INTEROP_SRC := test/interop/interop.c test/interop/driver.c
+
+.PHONY: interop interop-docs-check
+
+$(B)/interop/interop: $(INTEROP_SRC) test/interop/driver.h $(B)/librlock.a include/rlock.h
+	@mkdir -p $(B)/interop
+	$(CC) $(ALL_CFLAGS) -Itest/interop -o $@ $(INTEROP_SRC) $(B)/librlock.a \
+	  $(ALL_LDFLAGS) $(RL_LDLIBS)
+
+interop: deps
+	@sh test/interop/run.sh --check-tools
+	$(MAKE) $(B)/interop/interop
+	sh test/interop/run.sh $(B) $(REDISSON_VERSIONS)
+
+interop-docs-check:
+	@if command -v python3 >/dev/null; then python3 test/interop/check-java-excerpts.py; \
+	else echo "interop-docs-check: python3 not found, skipped"; fi
+
+docs-check: interop-docs-check

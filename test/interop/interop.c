@@ -1,0 +1,972 @@
+/*
+ * Interop tests: rlock (this process) against real Redisson (the Java agent,
+ * test/interop/src/main/java/rlock/interop/Agent.java) on one throwaway
+ * redis-server. Run by test/interop/run.sh once per Redisson version:
+ *
+ *   interop URL CLASSPATH_FILE REDISSON_VERSION [TEST...]
+ *
+ * Every test checks what each side reports and what Redis holds (hash
+ * fields, counts, TTLs, the commands scripts ran, via MONITOR). Wake-up
+ * times are printed per direction at the end. Time bounds scale with
+ * RLOCK_TEST_TIME_MULTIPLIER.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "driver.h"
+
+static struct agent J;        /* the Java side */
+static rlock_client *C;       /* the C side */
+static int64_t JWD, CWD;      /* watchdog timeouts: Java's, C's (distinct) */
+static const char *VERSION;   /* Redisson version of the agent */
+static int name_seq;
+
+/* A fresh lock name per use: no test sees another's keys or channels. */
+static void new_name(char *buf, size_t n, const char *test)
+{
+    snprintf(buf, n, "interop:%s:%s:%d", VERSION, test, ++name_seq);
+}
+
+static void channel_of(const char *name, char *buf, size_t n)
+{
+    snprintf(buf, n, "redisson_lock__channel:{%s}", name);
+}
+
+static void c_field(uint64_t tid, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s:%" PRIu64, rlock_client_id(C), tid);
+}
+
+/* Calls the agent and requires an "ok" reply. */
+#define JOK(r, worker, ...)                                                \
+    do {                                                                   \
+        CHECK(agent_call(&J, (r), (worker), __VA_ARGS__) == 0, "agent call"); \
+        CHECK((r)->ok, "agent %s: %s", #__VA_ARGS__, (r)->text);           \
+    } while (0)
+
+/* Requires the lock hash to hold exactly one field, with this count. */
+#define CHECK_HOLD(name, field, count)                                     \
+    do {                                                                   \
+        char f_[160] = "";                                                 \
+        long long v_ = 0;                                                  \
+        int n_ = r_fields((name), f_, sizeof f_, &v_);                     \
+        CHECK(n_ == 1, "HGETALL %s: expected 1 field, got %d", (name), n_); \
+        CHECK_STR(f_, (field));                                            \
+        CHECK_INT(v_, (count));                                            \
+    } while (0)
+
+/* Waits until at least n connections subscribe to the lock's channel. */
+static int wait_subscribers(const char *name, long long n)
+{
+    char ch[200];
+    channel_of(name, ch, sizeof ch);
+    for (int64_t t = 0; t < tms(5000); t += 5) {
+        if (r_numsub(ch) >= n) {
+            return 0;
+        }
+        sleep_ms(5);
+    }
+    return -1;
+}
+
+static int java_field(const char *worker, char *buf, size_t n)
+{
+    struct reply r;
+    if (agent_call(&J, &r, worker, "whoami") != 0 || !r.ok) {
+        return -1;
+    }
+    size_t len = strlen(r.text);
+    if (len >= n) {
+        return -1;
+    }
+    memcpy(buf, r.text, len + 1);
+    return 0;
+}
+
+/* ---- re-entry and queries ------------------------------------------ */
+
+static int t_reentry_java(void)
+{
+    char n[128], jf[160];
+    struct reply r;
+    rlock *l;
+    new_name(n, sizeof n, "reentry_java");
+    CHECK(java_field("w1", jf, sizeof jf) == 0, "whoami");
+    CHECK(strncmp(jf, J.id, strlen(J.id)) == 0, "owner %s does not start with %s", jf, J.id);
+    for (int i = 1; i <= 3; i++) {
+        JOK(&r, "w1", "lock %s -1", n);
+        CHECK_HOLD(n, jf, i);
+        JOK(&r, "w1", "count %s", n);
+        CHECK_INT(reply_word(&r, 0), i);
+    }
+    CHECK_ST(rlock_new(C, n, &l), RLOCK_OK);
+    int64_t count = -1, ttl = -9;
+    bool b = false;
+    CHECK_ST(rlock_hold_count(l, &count), RLOCK_OK);
+    CHECK_INT(count, 0);
+    CHECK_ST(rlock_is_locked(l, &b), RLOCK_OK);
+    CHECK(b, "rlock_is_locked: expected true");
+    CHECK_ST(rlock_is_held_by_current_thread(l, &b), RLOCK_OK);
+    CHECK(!b, "rlock_is_held_by_current_thread: expected false");
+    CHECK_ST(rlock_remain_ttl(l, &ttl), RLOCK_OK);
+    long long pttl = r_int("PTTL %s", n);
+    JOK(&r, "w1", "ttl %s", n);
+    long long jttl = reply_word(&r, 0);
+    CHECK_RANGE(pttl, 1, JWD);
+    CHECK_RANGE(ttl, pttl - tms(300), pttl + tms(300));
+    CHECK_RANGE(jttl, pttl - tms(300), pttl + tms(300));
+    CHECK_ST(rlock_try_lock(l, 0, RLOCK_WATCHDOG), RLOCK_EBUSY);
+    CHECK_HOLD(n, jf, 3);
+    for (int i = 2; i >= 0; i--) {
+        JOK(&r, "w1", "unlock %s", n);
+        JOK(&r, "w1", "count %s", n);
+        CHECK_INT(reply_word(&r, 0), i);
+        if (i > 0) {
+            CHECK_HOLD(n, jf, i);
+            CHECK_RANGE(r_int("PTTL %s", n), 1, JWD);
+        }
+    }
+    CHECK_INT(r_int("EXISTS %s", n), 0);
+    CHECK_ST(rlock_is_locked(l, &b), RLOCK_OK);
+    CHECK(!b, "rlock_is_locked: expected false");
+    CHECK_ST(rlock_remain_ttl(l, &ttl), RLOCK_OK);
+    CHECK_INT(ttl, -2);
+    CHECK(agent_call(&J, &r, "w1", "unlock %s", n) == 0, "agent call");
+    CHECK(!r.ok && strncmp(r.text, "IllegalMonitorStateException", 28) == 0,
+          "4th Java unlock: expected IllegalMonitorStateException, got %s", r.text);
+    rlock_free(l);
+    return 0;
+}
+
+static int t_reentry_c(void)
+{
+    char n[128], cf[160];
+    struct reply r;
+    rlock *l;
+    new_name(n, sizeof n, "reentry_c");
+    CHECK_ST(rlock_new(C, n, &l), RLOCK_OK);
+    c_field(rlock_thread_id(), cf, sizeof cf);
+    for (int i = 1; i <= 3; i++) {
+        int64_t count = 0;
+        CHECK_ST(rlock_lock(l, RLOCK_WATCHDOG), RLOCK_OK);
+        CHECK_HOLD(n, cf, i);
+        CHECK_ST(rlock_hold_count(l, &count), RLOCK_OK);
+        CHECK_INT(count, i);
+    }
+    JOK(&r, "w1", "count %s", n);
+    CHECK_INT(reply_word(&r, 0), 0);
+    JOK(&r, "w1", "held %s", n);
+    CHECK_STR(r.text, "false");
+    JOK(&r, "w1", "locked %s", n);
+    CHECK_STR(r.text, "true");
+    JOK(&r, "w1", "ttl %s", n);
+    long long jttl = reply_word(&r, 0);
+    long long pttl = r_int("PTTL %s", n);
+    CHECK_RANGE(pttl, 1, CWD);
+    CHECK_RANGE(jttl, pttl - tms(300), pttl + tms(300));
+    JOK(&r, "w1", "trylock %s 0 -1", n);
+    CHECK(strncmp(r.text, "false ", 6) == 0, "Java tryLock(): expected false, got %s", r.text);
+    CHECK_HOLD(n, cf, 3);
+    for (int i = 2; i >= 0; i--) {
+        int64_t count = -1;
+        CHECK_ST(rlock_unlock(l), RLOCK_OK);
+        CHECK_ST(rlock_hold_count(l, &count), RLOCK_OK);
+        CHECK_INT(count, i);
+        if (i > 0) {
+            CHECK_HOLD(n, cf, i);
+        }
+    }
+    CHECK_INT(r_int("EXISTS %s", n), 0);
+    JOK(&r, "w1", "locked %s", n);
+    CHECK_STR(r.text, "false");
+    JOK(&r, "w1", "ttl %s", n);
+    CHECK_INT(reply_word(&r, 0), -2);
+    CHECK_ST(rlock_unlock(l), RLOCK_ENOTOWNER);
+    rlock_free(l);
+    return 0;
+}
+
+/* Re-entry with a longer explicit lease resets the TTL to it, and a partial
+ * release resets it to the last lease, on both sides alike. */
+static int t_lease_reentry(void)
+{
+    char n[128], jf[160], cf[160];
+    struct reply r;
+    rlock *l;
+    int64_t ttl;
+    CHECK(java_field("w1", jf, sizeof jf) == 0, "whoami");
+    new_name(n, sizeof n, "lease_reentry_java");
+    JOK(&r, "w1", "lock %s %lld", n, (long long)tms(3000));
+    CHECK_RANGE(r_int("PTTL %s", n), tms(3000) - tms(500), tms(3000));
+    JOK(&r, "w1", "lock %s %lld", n, (long long)tms(8000));
+    CHECK_HOLD(n, jf, 2);
+    CHECK_RANGE(r_int("PTTL %s", n), tms(8000) - tms(500), tms(8000));
+    CHECK_ST(rlock_new(C, n, &l), RLOCK_OK);
+    CHECK_ST(rlock_remain_ttl(l, &ttl), RLOCK_OK);
+    CHECK_RANGE(ttl, tms(8000) - tms(500), tms(8000));
+    JOK(&r, "w1", "unlock %s", n);
+    CHECK_HOLD(n, jf, 1);
+    CHECK_RANGE(r_int("PTTL %s", n), tms(8000) - tms(500), tms(8000));
+    JOK(&r, "w1", "unlock %s", n);
+    CHECK_INT(r_int("EXISTS %s", n), 0);
+    rlock_free(l);
+
+    new_name(n, sizeof n, "lease_reentry_c");
+    CHECK_ST(rlock_new(C, n, &l), RLOCK_OK);
+    c_field(rlock_thread_id(), cf, sizeof cf);
+    CHECK_ST(rlock_lock(l, tms(3000)), RLOCK_OK);
+    CHECK_ST(rlock_lock(l, tms(8000)), RLOCK_OK);
+    CHECK_HOLD(n, cf, 2);
+    CHECK_RANGE(r_int("PTTL %s", n), tms(8000) - tms(500), tms(8000));
+    JOK(&r, "w1", "ttl %s", n);
+    CHECK_RANGE(reply_word(&r, 0), tms(8000) - tms(500), tms(8000));
+    CHECK_ST(rlock_unlock(l), RLOCK_OK);
+    CHECK_HOLD(n, cf, 1);
+    CHECK_RANGE(r_int("PTTL %s", n), tms(8000) - tms(500), tms(8000));
+    CHECK_ST(rlock_unlock(l), RLOCK_OK);
+    CHECK_INT(r_int("EXISTS %s", n), 0);
+    rlock_free(l);
+    return 0;
+}
+
+/* ---- wake-ups ------------------------------------------------------- */
+
+#define WAKE_ROUNDS 5
+
+/* Redisson holds with a 60 s lease, rlock waits; Redisson unlocks and rlock
+ * must acquire within 1 s: only the published "0" can do that. */
+static int t_wake_java_to_c(void)
+{
+    struct cworker w;
+    struct reply r;
+    struct tap tap;
+    CHECK(cw_start(&w) == 0, "cw_start");
+    CHECK(tap_start(&tap) == 0, "MONITOR");
+    char cf[160];
+    c_field(w.tid, cf, sizeof cf);
+    for (int round = 0; round < WAKE_ROUNDS; round++) {
+        char n[128], ch[200];
+        rlock *l;
+        new_name(n, sizeof n, "wake_java_to_c");
+        channel_of(n, ch, sizeof ch);
+        CHECK_ST(rlock_new(C, n, &l), RLOCK_OK);
+        JOK(&r, "w1", "lock %s 60000", n);
+        uint64_t wake0 = 0, wake1 = 0;
+        rlock_client_stat(C, RLOCK_STAT_WAKEUPS, &wake0);
+        cw_post(&w, l, COP_LOCK, RLOCK_WATCHDOG, 0);
+        CHECK(wait_subscribers(n, 1) == 0, "rlock waiter never subscribed");
+        sleep_ms(20);
+        CHECK(!cw_idle(&w), "rlock_lock returned while Redisson held the lock");
+        JOK(&r, "w1", "unlock %s", n);
+        int64_t t_unlock = reply_word(&r, 0);
+        CHECK_ST(cw_wait(&w, tms(2000)), RLOCK_OK);
+        double ms = (double)(w.t_returned - t_unlock) / 1000.0;
+        measure("Redisson unlock() called -> rlock_lock returns", ms);
+        CHECK(ms < (double)tms(1000), "woken after %.1f ms (> 1 s)", ms);
+        long mark = tap_mark(&tap);
+        int64_t t_pub = tap_find(&tap, 0, "publish", ch);
+        CHECK(mark >= 0 && t_pub > 0, "no publish on %s seen", ch);
+        measure("Redisson's publish -> rlock_lock returns", (double)(w.t_returned - t_pub) / 1000.0);
+        rlock_client_stat(C, RLOCK_STAT_WAKEUPS, &wake1);
+        CHECK(wake1 > wake0, "no unlock message counted (RLOCK_STAT_WAKEUPS %" PRIu64 ")",
+              wake1);
+        CHECK_HOLD(n, cf, 1);
+        cw_post(&w, l, COP_UNLOCK, 0, 0);
+        CHECK_ST(cw_wait(&w, tms(5000)), RLOCK_OK);
+        CHECK_INT(r_int("EXISTS %s", n), 0);
+        rlock_free(l);
+    }
+    CHECK(tap_stop(&tap) == 0, "MONITOR marker");
+    tap_free(&tap);
+    cw_stop(&w);
+    return 0;
+}
+
+static int t_wake_c_to_java(void)
+{
+    struct reply r;
+    struct tap tap;
+    char jf[160];
+    CHECK(java_field("w1", jf, sizeof jf) == 0, "whoami");
+    CHECK(tap_start(&tap) == 0, "MONITOR");
+    for (int round = 0; round < WAKE_ROUNDS; round++) {
+        char n[128], ch[200];
+        rlock *l;
+        new_name(n, sizeof n, "wake_c_to_java");
+        channel_of(n, ch, sizeof ch);
+        CHECK_ST(rlock_new(C, n, &l), RLOCK_OK);
+        CHECK_ST(rlock_lock(l, 60000), RLOCK_OK);
+        unsigned tag = agent_send(&J, "w1", "lock %s -1", n);
+        CHECK(wait_subscribers(n, 1) == 0, "Redisson waiter never subscribed");
+        sleep_ms(20);
+        CHECK(!agent_done(&J, tag), "Redisson lock() returned while rlock held the lock");
+        int64_t t0 = now_us();
+        CHECK_ST(rlock_unlock(l), RLOCK_OK);
+        CHECK(agent_wait(&J, tag, tms(2000), &r) == 0, "Redisson lock() not woken in 2 s");
+        CHECK(r.ok, "Redisson lock(): %s", r.text);
+        int64_t t_acq = reply_word(&r, 1);
+        double ms = (double)(t_acq - t0) / 1000.0;
+        measure("rlock_unlock called -> Redisson lock() returns", ms);
+        CHECK(ms < (double)tms(1000), "woken after %.1f ms (> 1 s)", ms);
+        long mark = tap_mark(&tap);
+        int64_t t_pub = tap_find(&tap, 0, "publish", ch);
+        CHECK(mark >= 0 && t_pub > 0, "no publish on %s seen", ch);
+        measure("rlock's publish -> Redisson lock() returns", (double)(t_acq - t_pub) / 1000.0);
+        CHECK_HOLD(n, jf, 1);
+        JOK(&r, "w1", "unlock %s", n);
+        CHECK_INT(r_int("EXISTS %s", n), 0);
+        rlock_free(l);
+    }
+    CHECK(tap_stop(&tap) == 0, "MONITOR marker");
+    tap_free(&tap);
+    return 0;
+}
+
+/* With leases and no unlock, the waiter on the other side gets the lock
+ * when the lease runs out (it sleeps on the holder's TTL), and the late
+ * unlock of the old holder fails on its side. */
+static int t_lease_expiry(void)
+{
+    struct cworker w;
+    struct reply r;
+    char n[128], cf[160], jf[160];
+    rlock *l;
+    int64_t lease = tms(500);
+    CHECK(cw_start(&w) == 0, "cw_start");
+    c_field(w.tid, cf, sizeof cf);
+    CHECK(java_field("w1", jf, sizeof jf) == 0, "whoami");
+
+    new_name(n, sizeof n, "lease_expiry_java");
+    CHECK_ST(rlock_new(C, n, &l), RLOCK_OK);
+    JOK(&r, "w1", "lock %s %lld", n, (long long)lease);
+    int64_t t_locked = reply_word(&r, 1);
+    cw_post(&w, l, COP_LOCK, RLOCK_WATCHDOG, 0);
+    CHECK_ST(cw_wait(&w, lease + tms(2000)), RLOCK_OK);
+    double ms = (double)(w.t_returned - t_locked) / 1000.0;
+    CHECK(ms >= (double)lease - 50 && ms < (double)(lease + tms(1000)),
+          "rlock acquired %.1f ms after a %lld ms Redisson lease began", ms, (long long)lease);
+    CHECK_HOLD(n, cf, 1);
+    CHECK(agent_call(&J, &r, "w1", "unlock %s", n) == 0, "agent call");
+    CHECK(!r.ok && strncmp(r.text, "IllegalMonitorStateException", 28) == 0,
+          "late Java unlock: expected IllegalMonitorStateException, got %s", r.text);
+    CHECK_HOLD(n, cf, 1);
+    cw_post(&w, l, COP_UNLOCK, 0, 0);
+    CHECK_ST(cw_wait(&w, tms(5000)), RLOCK_OK);
+    rlock_free(l);
+
+    new_name(n, sizeof n, "lease_expiry_c");
+    CHECK_ST(rlock_new(C, n, &l), RLOCK_OK);
+    cw_post(&w, l, COP_LOCK, lease, 0);
+    CHECK_ST(cw_wait(&w, tms(5000)), RLOCK_OK);
+    unsigned tag = agent_send(&J, "w1", "lock %s -1", n);
+    CHECK(agent_wait(&J, tag, lease + tms(2000), &r) == 0 && r.ok, "Redisson lock(): %s",
+          r.text);
+    ms = (double)(reply_word(&r, 1) - w.t_returned) / 1000.0;
+    CHECK(ms >= (double)lease - 50 && ms < (double)(lease + tms(1000)),
+          "Redisson acquired %.1f ms after a %lld ms rlock lease began", ms, (long long)lease);
+    CHECK_HOLD(n, jf, 1);
+    cw_post(&w, l, COP_UNLOCK, 0, 0);
+    CHECK_ST(cw_wait(&w, tms(5000)), RLOCK_ELOST);
+    CHECK_HOLD(n, jf, 1);
+    JOK(&r, "w1", "unlock %s", n);
+    rlock_free(l);
+    cw_stop(&w);
+    return 0;
+}
+
+/* ---- force unlock --------------------------------------------------- */
+
+static int t_force_java_wakes_c(void)
+{
+    struct cworker w;
+    struct reply r;
+    char cf[160];
+    CHECK(cw_start(&w) == 0, "cw_start");
+    c_field(w.tid, cf, sizeof cf);
+    for (int round = 0; round < 3; round++) {
+        char n[128];
+        rlock *l;
+        new_name(n, sizeof n, "force_java_wakes_c");
+        CHECK_ST(rlock_new(C, n, &l), RLOCK_OK);
+        JOK(&r, "w1", "lock %s 60000", n);
+        cw_post(&w, l, COP_LOCK, RLOCK_WATCHDOG, 0);
+        CHECK(wait_subscribers(n, 1) == 0, "rlock waiter never subscribed");
+        sleep_ms(20);
+        CHECK(!cw_idle(&w), "rlock_lock returned while Redisson held the lock");
+        JOK(&r, "w2", "force %s", n);
+        CHECK(strncmp(r.text, "true ", 5) == 0, "forceUnlock(): expected true, got %s", r.text);
+        int64_t t_force = reply_word(&r, 1);
+        CHECK_ST(cw_wait(&w, tms(2000)), RLOCK_OK);
+        double ms = (double)(w.t_returned - t_force) / 1000.0;
+        measure("Redisson forceUnlock -> rlock_lock returns", ms);
+        CHECK(ms < (double)tms(1000), "woken after %.1f ms (> 1 s)", ms);
+        CHECK_HOLD(n, cf, 1);
+        CHECK(agent_call(&J, &r, "w1", "unlock %s", n) == 0, "agent call");
+        CHECK(!r.ok && strncmp(r.text, "IllegalMonitorStateException", 28) == 0,
+              "Java unlock after forceUnlock: expected IllegalMonitorStateException, got %s",
+              r.text);
+        CHECK_HOLD(n, cf, 1);
+        cw_post(&w, l, COP_UNLOCK, 0, 0);
+        CHECK_ST(cw_wait(&w, tms(5000)), RLOCK_OK);
+        rlock_free(l);
+    }
+    cw_stop(&w);
+    return 0;
+}
+
+static int t_force_c_wakes_java(void)
+{
+    struct cworker w;
+    struct reply r;
+    char jf[160];
+    CHECK(cw_start(&w) == 0, "cw_start");
+    CHECK(java_field("w1", jf, sizeof jf) == 0, "whoami");
+    for (int round = 0; round < 3; round++) {
+        char n[128];
+        rlock *l;
+        bool was = false;
+        new_name(n, sizeof n, "force_c_wakes_java");
+        CHECK_ST(rlock_new(C, n, &l), RLOCK_OK);
+        cw_post(&w, l, COP_LOCK, 60000, 0);
+        CHECK_ST(cw_wait(&w, tms(5000)), RLOCK_OK);
+        unsigned tag = agent_send(&J, "w1", "lock %s -1", n);
+        CHECK(wait_subscribers(n, 1) == 0, "Redisson waiter never subscribed");
+        sleep_ms(20);
+        CHECK(!agent_done(&J, tag), "Redisson lock() returned while rlock held the lock");
+        int64_t t0 = now_us();
+        CHECK_ST(rlock_force_unlock(l, &was), RLOCK_OK);
+        CHECK(was, "rlock_force_unlock: was_locked false");
+        CHECK(agent_wait(&J, tag, tms(2000), &r) == 0 && r.ok, "Redisson lock() not woken");
+        double ms = (double)(reply_word(&r, 1) - t0) / 1000.0;
+        measure("rlock_force_unlock -> Redisson lock() returns", ms);
+        CHECK(ms < (double)tms(1000), "woken after %.1f ms (> 1 s)", ms);
+        CHECK_HOLD(n, jf, 1);
+        cw_post(&w, l, COP_UNLOCK, 0, 0);
+        CHECK_ST(cw_wait(&w, tms(5000)), RLOCK_ELOST);
+        CHECK_HOLD(n, jf, 1);
+        JOK(&r, "w1", "unlock %s", n);
+        CHECK_INT(r_int("EXISTS %s", n), 0);
+        rlock_free(l);
+    }
+    cw_stop(&w);
+    return 0;
+}
+
+/* Redisson force-unlocks a watchdog hold of rlock: on_lock_lost reports it
+ * within one renewal period, and the holder's unlock returns RLOCK_ELOST. */
+static int t_lock_lost(void)
+{
+    struct cworker w;
+    struct reply r;
+    struct lost_event ev;
+    char n[128], cf[160];
+    rlock *l;
+    CHECK(cw_start(&w) == 0, "cw_start");
+    c_field(w.tid, cf, sizeof cf);
+    new_name(n, sizeof n, "lock_lost");
+    CHECK_ST(rlock_new(C, n, &l), RLOCK_OK);
+    int lost0 = lost_count();
+    cw_post(&w, l, COP_LOCK, RLOCK_WATCHDOG, 0);
+    CHECK_ST(cw_wait(&w, tms(5000)), RLOCK_OK);
+    sleep_ms(CWD / 2); /* past one renewal: the hold is a renewed one */
+    CHECK_HOLD(n, cf, 1);
+    CHECK(lost_count() == lost0, "on_lock_lost before the force unlock");
+    JOK(&r, "w1", "force %s", n);
+    CHECK(strncmp(r.text, "true ", 5) == 0, "forceUnlock(): expected true, got %s", r.text);
+    int64_t t_force = reply_word(&r, 1);
+    CHECK(lost_wait(n, CWD / 3 + tms(1000), &ev) == 0,
+          "on_lock_lost not called within %lld ms", (long long)(CWD / 3 + tms(1000)));
+    CHECK_INT(ev.tid, w.tid);
+    double ms = (double)(ev.t_us - t_force) / 1000.0;
+    measure("Redisson forceUnlock -> on_lock_lost", ms);
+    CHECK(ms <= (double)(CWD / 3 + tms(200)), "on_lock_lost after %.1f ms (> %lld)", ms,
+          (long long)(CWD / 3 + tms(200)));
+    CHECK_INT(lost_count(), lost0 + 1);
+    CHECK_INT(r_int("EXISTS %s", n), 0);
+    cw_post(&w, l, COP_UNLOCK, 0, 0);
+    CHECK_ST(cw_wait(&w, tms(5000)), RLOCK_ELOST);
+    rlock_free(l);
+    cw_stop(&w);
+    return 0;
+}
+
+/* ---- watchdogs taking turns ----------------------------------------- */
+
+struct window {
+    bool java;
+    int64_t from_us, to_us;
+};
+
+/* Java and C hold one name in turn, in watchdog mode, each for 1.5 of its
+ * own lease (so each hold survives only by renewal), the next holder
+ * already waiting. Java's lease (JWD) and C's (CWD) differ, so MONITOR
+ * tells whose renewal each PEXPIRE of the key is: every one must fall
+ * inside a hold of its own side, each hold must see several, and the key
+ * must never lose its holder. */
+static int t_watchdog_turns(void)
+{
+    enum { TURNS = 4 };
+    struct cworker w;
+    struct reply r;
+    struct tap tap;
+    struct window win[TURNS];
+    char n[128], cf[160], jf[2][160];
+    rlock *l;
+    new_name(n, sizeof n, "watchdog_turns");
+    CHECK_ST(rlock_new(C, n, &l), RLOCK_OK);
+    CHECK(cw_start(&w) == 0, "cw_start");
+    c_field(w.tid, cf, sizeof cf);
+    CHECK(java_field("t0", jf[0], sizeof jf[0]) == 0, "whoami");
+    CHECK(java_field("t1", jf[1], sizeof jf[1]) == 0, "whoami");
+    int lost0 = lost_count();
+    CHECK(tap_start(&tap) == 0, "MONITOR");
+
+    JOK(&r, "t0", "lock %s -1", n);
+    win[0] = (struct window){true, reply_word(&r, 0), 0};
+    unsigned jtag = 0;
+    for (int turn = 0; turn < TURNS; turn++) {
+        bool java = turn % 2 == 0;
+        const char *jworker = turn % 4 == 0 ? "t0" : "t1";
+        /* The next holder starts waiting. */
+        if (turn + 1 < TURNS) {
+            if (java) {
+                cw_post(&w, l, COP_LOCK, RLOCK_WATCHDOG, 0);
+            } else {
+                jtag = agent_send(&J, turn % 4 == 1 ? "t1" : "t0", "lock %s -1", n);
+            }
+        }
+        int64_t lease = java ? JWD : CWD;
+        uint64_t renewed0 = 0, renewed1 = 0;
+        rlock_client_stat(C, RLOCK_STAT_RENEWED, &renewed0);
+        for (int64_t t = 0; t < lease * 3 / 2; t += 50) {
+            sleep_ms(50);
+            long long pttl = r_int("PTTL %s", n);
+            CHECK_RANGE(pttl, 1, lease);
+            CHECK_HOLD(n, java ? jf[turn % 4 == 0 ? 0 : 1] : cf, 1);
+        }
+        rlock_client_stat(C, RLOCK_STAT_RENEWED, &renewed1);
+        if (java) {
+            CHECK(turn + 1 >= TURNS || !cw_idle(&w), "rlock acquired during Redisson's hold");
+            JOK(&r, jworker, "unlock %s", n);
+            win[turn].to_us = reply_word(&r, 1);
+            if (turn + 1 < TURNS) {
+                CHECK_ST(cw_wait(&w, tms(2000)), RLOCK_OK);
+                win[turn + 1] = (struct window){false, w.t_called, 0};
+            }
+        } else {
+            CHECK(renewed1 >= renewed0 + 3, "rlock renewed %" PRIu64 " times in %lld ms",
+                  renewed1 - renewed0, (long long)(lease * 3 / 2));
+            CHECK(turn + 1 >= TURNS || !agent_done(&J, jtag),
+                  "Redisson acquired during rlock's hold");
+            cw_post(&w, l, COP_UNLOCK, 0, 0);
+            CHECK_ST(cw_wait(&w, tms(5000)), RLOCK_OK);
+            win[turn].to_us = w.t_returned;
+            if (turn + 1 < TURNS) {
+                CHECK(agent_wait(&J, jtag, tms(2000), &r) == 0 && r.ok, "Redisson lock()");
+                win[turn + 1] = (struct window){true, reply_word(&r, 0), 0};
+            }
+        }
+    }
+    CHECK(tap_stop(&tap) == 0, "MONITOR marker");
+    CHECK_INT(r_int("EXISTS %s", n), 0);
+    CHECK_INT(lost_count(), lost0);
+
+    int per_turn[TURNS] = {0};
+    for (size_t i = 0; i < tap.n; i++) {
+        char a[8][160];
+        int argc = tap_args(tap.lines[i], a, 8);
+        if (argc != 3 || strcasecmp(a[0], "pexpire") != 0 || strcmp(a[1], n) != 0) {
+            continue;
+        }
+        long long v = atoll(a[2]);
+        int64_t ts = (int64_t)(atof(tap.lines[i]) * 1e6);
+        CHECK(v == JWD || v == CWD, "PEXPIRE %s %lld: neither side's lease", n, v);
+        int k = 0;
+        while (k < TURNS && !(ts >= win[k].from_us - 1000 && ts <= win[k].to_us + 1000 &&
+                              win[k].java == (v == JWD))) {
+            k++;
+        }
+        CHECK(k < TURNS, "PEXPIRE %lld (%s's lease) outside that side's holds: %s", v,
+              v == JWD ? "Redisson" : "rlock", tap.lines[i]);
+        per_turn[k]++;
+    }
+    for (int k = 0; k < TURNS; k++) {
+        /* the acquire's own PEXPIRE, then at least 3 renewals */
+        CHECK(per_turn[k] >= 4, "turn %d (%s): %d PEXPIREs, expected >= 4", k,
+              win[k].java ? "Redisson" : "rlock", per_turn[k]);
+    }
+    printf("    PEXPIREs per turn (J C J C): %d %d %d %d\n", per_turn[0], per_turn[1],
+           per_turn[2], per_turn[3]);
+    tap_free(&tap);
+    rlock_free(l);
+    cw_stop(&w);
+    return 0;
+}
+
+/* ---- mixed mutual exclusion ----------------------------------------- */
+
+#define MUTEX_ITERS 30
+
+struct cmutex {
+    pthread_t th;
+    rlock *l;
+    int64_t lease;
+    const char *key;
+    int violations, errors;
+};
+
+static void *cmutex_main(void *arg)
+{
+    struct cmutex *m = arg;
+    redisContext *rc = redisConnect(g_host, g_port);
+    if (!rc || rc->err) {
+        m->errors++;
+        return NULL;
+    }
+    for (int i = 0; i < MUTEX_ITERS; i++) {
+        if (rlock_lock(m->l, m->lease) != RLOCK_OK) {
+            m->errors++;
+            continue;
+        }
+        redisReply *r = redisCommand(rc, "INCR %s:inside", m->key);
+        m->violations += !r || r->integer != 1;
+        freeReplyObject(r);
+        r = redisCommand(rc, "GET %s:counter", m->key);
+        long long v = r && r->type == REDIS_REPLY_STRING ? atoll(r->str) : 0;
+        freeReplyObject(r);
+        sleep_ms(1);
+        freeReplyObject(redisCommand(rc, "SET %s:counter %lld", m->key, v + 1));
+        freeReplyObject(redisCommand(rc, "RPUSH %s:log C", m->key));
+        r = redisCommand(rc, "DECR %s:inside", m->key);
+        m->violations += !r || r->integer != 0;
+        freeReplyObject(r);
+        if (rlock_unlock(m->l) != RLOCK_OK) {
+            m->errors++;
+        }
+        sleep_ms(2); /* work outside the lock: others get their turn */
+    }
+    redisFree(rc);
+    return NULL;
+}
+
+static int t_mutex_mixed(void)
+{
+    enum { NJ = 3, NC = 3 };
+    static const int64_t leases[3] = {RLOCK_WATCHDOG, 5000, RLOCK_WATCHDOG};
+    char n[128], key[160];
+    struct cmutex cm[NC];
+    unsigned tags[NJ];
+    rlock *l;
+    new_name(n, sizeof n, "mutex_mixed");
+    snprintf(key, sizeof key, "%s:data", n);
+    CHECK_ST(rlock_new(C, n, &l), RLOCK_OK);
+    for (int i = 0; i < NJ; i++) {
+        char wn[8];
+        snprintf(wn, sizeof wn, "m%d", i);
+        tags[i] = agent_send(&J, wn, "mutex %s %d %lld %s", n, MUTEX_ITERS,
+                             (long long)leases[i], key);
+    }
+    for (int i = 0; i < NC; i++) {
+        cm[i] = (struct cmutex){.l = l, .lease = leases[i], .key = key};
+        CHECK(pthread_create(&cm[i].th, NULL, cmutex_main, &cm[i]) == 0, "pthread_create");
+    }
+    int cviol = 0, cerr = 0;
+    for (int i = 0; i < NC; i++) {
+        pthread_join(cm[i].th, NULL);
+        cviol += cm[i].violations;
+        cerr += cm[i].errors;
+    }
+    long long jviol = 0;
+    for (int i = 0; i < NJ; i++) {
+        struct reply r;
+        CHECK(agent_wait(&J, tags[i], tms(60000), &r) == 0, "Java mutex worker m%d", i);
+        CHECK(r.ok, "Java mutex worker m%d: %s", i, r.text);
+        CHECK_INT(reply_word(&r, 0), MUTEX_ITERS);
+        jviol += reply_word(&r, 1);
+    }
+    CHECK_INT(cerr, 0);
+    CHECK_INT(cviol, 0);
+    CHECK_INT(jviol, 0);
+    char *counter = r_str("GET %s:counter", key);
+    long long total = counter ? atoll(counter) : -1;
+    free(counter);
+    CHECK_INT(total, (NJ + NC) * MUTEX_ITERS);
+    CHECK_INT(r_int("LLEN %s:log", key), (NJ + NC) * MUTEX_ITERS);
+    /* The lock must really have changed hands between the languages. */
+    redisReply *lg = redisCommand(R, "LRANGE %s:log 0 -1", key);
+    CHECK(lg && lg->type == REDIS_REPLY_ARRAY, "LRANGE");
+    int switches = 0;
+    for (size_t i = 1; i < lg->elements; i++) {
+        switches += strcmp(lg->element[i]->str, lg->element[i - 1]->str) != 0;
+    }
+    freeReplyObject(lg);
+    printf("    %d critical sections, %d hand-overs between Java and C\n",
+           (NJ + NC) * MUTEX_ITERS, switches);
+    CHECK(switches >= 2, "only %d hand-overs between Java and C", switches);
+    CHECK_INT(r_int("EXISTS %s", n), 0);
+    rlock_free(l);
+    return 0;
+}
+
+/* ---- wire details that differ between Redisson versions ------------- */
+
+static bool is_hex32(const char *s)
+{
+    return strlen(s) == 32 && strspn(s, "0123456789abcdef") == 32;
+}
+
+/* What one side's unlock did, from lines [from, to) of the tap: latch
+ * SETs (redisson_unlock_latch:{N}:<32 hex>), DELs of that latch, DELs of
+ * other keys under the latch prefix (the last one's suffix kept), and "0"
+ * messages published on the lock's channel. */
+struct unlock_seen {
+    int sets, dels, other_dels, pubs;
+    char other[160];
+};
+
+static void scan_unlock(struct tap *t, size_t from, size_t to, const char *name,
+                        struct unlock_seen *u)
+{
+    char prefix[200], ch[200], set_key[200] = "";
+    size_t plen;
+    snprintf(prefix, sizeof prefix, "redisson_unlock_latch:{%s}:", name);
+    plen = strlen(prefix);
+    channel_of(name, ch, sizeof ch);
+    memset(u, 0, sizeof *u);
+    for (size_t i = from; i < to; i++) {
+        char a[8][160];
+        int argc = tap_args(t->lines[i], a, 8);
+        if (argc >= 2 && strncmp(a[1], prefix, plen) == 0) {
+            if (strcasecmp(a[0], "set") == 0 && is_hex32(a[1] + plen)) {
+                u->sets++;
+                snprintf(set_key, sizeof set_key, "%s", a[1]);
+            } else if (strcasecmp(a[0], "del") == 0 && strcmp(a[1], set_key) == 0) {
+                u->dels++;
+            } else if (strcasecmp(a[0], "del") == 0) {
+                u->other_dels++;
+                snprintf(u->other, sizeof u->other, "%s", a[1] + plen);
+            }
+        }
+        if (argc == 3 && strcasecmp(a[0], "publish") == 0 && strcmp(a[1], ch) == 0 &&
+            strcmp(a[2], "0") == 0) {
+            u->pubs++;
+        }
+    }
+}
+
+/* Unlock latch (Redisson >= 3.24): the releasing script SETs
+ * redisson_unlock_latch:{N}:<32 hex request id>, then the client DELs a
+ * latch key: 4.x the one it set; 3.x (seen in 3.52.0) the key named after
+ * its client id instead, so its latch lives out its PX TTL (harmless to
+ * rlock, whose latch keys end in 32 hex digits). Without the latch
+ * (< 3.24) neither happens. rlock writes the same latch shape whatever the
+ * Java version. */
+static int t_wire_unlock_latch(void)
+{
+    struct reply r;
+    struct tap tap;
+    struct unlock_seen u;
+    char n[128];
+    rlock *l;
+    new_name(n, sizeof n, "unlock_latch");
+    CHECK_ST(rlock_new(C, n, &l), RLOCK_OK);
+    CHECK(tap_start(&tap) == 0, "MONITOR");
+    JOK(&r, "w1", "lock %s -1", n);
+    JOK(&r, "w1", "unlock %s", n);
+    sleep_ms(tms(200)); /* Redisson's DEL of the latch is fire-and-forget */
+    long mid = tap_mark(&tap);
+    CHECK(mid >= 0, "MONITOR marker");
+    CHECK_ST(rlock_lock(l, RLOCK_WATCHDOG), RLOCK_OK);
+    CHECK_ST(rlock_unlock(l), RLOCK_OK);
+    CHECK(tap_stop(&tap) == 0, "MONITOR marker");
+
+    scan_unlock(&tap, 0, (size_t)mid, n, &u);
+    printf("    Redisson unlock: %d latch SET, %d DEL of it, %d DEL of latch:{N}:%s, "
+           "%d publish \"0\"\n",
+           u.sets, u.dels, u.other_dels, u.other_dels ? u.other : "-", u.pubs);
+    CHECK_INT(u.pubs, 1);
+    if (!version_at_least(VERSION, 3, 24)) {
+        CHECK_INT(u.sets + u.dels + u.other_dels, 0);
+    } else if (version_at_least(VERSION, 4, 0)) {
+        CHECK_INT(u.sets, 1);
+        CHECK_INT(u.dels, 1);
+        CHECK_INT(u.other_dels, 0);
+    } else {
+        CHECK_INT(u.sets, 1);
+        CHECK_INT(u.dels + u.other_dels, 1);
+        CHECK(u.dels == 1 || strcmp(u.other, J.id) == 0,
+              "Redisson DELed latch suffix %s, neither its latch nor its client id", u.other);
+    }
+    scan_unlock(&tap, (size_t)mid, tap.n, n, &u);
+    printf("    rlock unlock:    %d latch SET, %d publish \"0\"\n", u.sets, u.pubs);
+    CHECK_INT(u.pubs, 1);
+    CHECK_INT(u.sets, 1);
+    tap_free(&tap);
+    rlock_free(l);
+    return 0;
+}
+
+/* Renewal (Redisson >= 3.44): one script call renews all of a client's
+ * watchdog locks, KEYS = the lock names; before, one call per lock. */
+static int t_wire_renewal_batch(void)
+{
+    struct reply r;
+    struct tap tap;
+    char n[3][128];
+    for (int i = 0; i < 3; i++) {
+        new_name(n[i], sizeof n[i], "renewal_batch");
+    }
+    CHECK(tap_start(&tap) == 0, "MONITOR");
+    for (int i = 0; i < 3; i++) {
+        JOK(&r, "w1", "lock %s -1", n[i]);
+    }
+    long from = tap_mark(&tap); /* renewals only: after the acquires */
+    sleep_ms(JWD / 3 * 5 / 2);
+    for (int i = 0; i < 3; i++) {
+        CHECK_RANGE(r_int("PTTL %s", n[i]), 1, JWD);
+    }
+    long to = tap_mark(&tap);
+    CHECK(from >= 0 && to >= 0, "MONITOR marker");
+    for (int i = 0; i < 3; i++) {
+        JOK(&r, "w1", "unlock %s", n[i]);
+    }
+    CHECK(tap_stop(&tap) == 0, "MONITOR marker");
+    int batched = 0, single = 0;
+    for (size_t i = (size_t)from; i < (size_t)to; i++) {
+        char a[12][160];
+        int argc = tap_args(tap.lines[i], a, 12);
+        if (argc < 4 || (strcasecmp(a[0], "evalsha") != 0 && strcasecmp(a[0], "eval") != 0)) {
+            continue;
+        }
+        int nkeys = atoi(a[2]);
+        int ours = 0;
+        for (int k = 3; k < 3 + nkeys && k < argc; k++) {
+            for (int j = 0; j < 3; j++) {
+                ours += strcmp(a[k], n[j]) == 0;
+            }
+        }
+        /* A renewal's ARGV[1] is the lease: the watchdog timeout. */
+        if (ours == 0 || 3 + nkeys >= argc || atoll(a[3 + nkeys]) != JWD) {
+            continue;
+        }
+        if (nkeys == 3 && ours == 3) {
+            batched++;
+        } else if (nkeys == 1) {
+            single++;
+        }
+    }
+    printf("    Redisson renewal calls: %d renewing all 3 locks, %d renewing one\n", batched,
+           single);
+    if (version_at_least(VERSION, 3, 44)) {
+        CHECK(batched >= 1, "no renewal call covered all 3 locks");
+    } else {
+        CHECK_INT(batched, 0);
+        CHECK(single >= 3, "expected per-lock renewal calls, saw %d", single);
+    }
+    tap_free(&tap);
+    return 0;
+}
+
+/* The porting guide's Java snippets, run on this Redisson. */
+static int t_porting_guide(void)
+{
+    struct reply r;
+    JOK(&r, "g", "guide");
+    CHECK_INT(reply_word(&r, 0), 7);
+    CHECK_INT(r_int("EVAL %s 0", "return #redis.call('keys', 'example:*')"), 0);
+    return 0;
+}
+
+/* ---- main ------------------------------------------------------------ */
+
+static const struct {
+    const char *name;
+    int (*fn)(void);
+} tests[] = {
+    {"reentry_java", t_reentry_java},
+    {"reentry_c", t_reentry_c},
+    {"lease_reentry", t_lease_reentry},
+    {"wake_java_to_c", t_wake_java_to_c},
+    {"wake_c_to_java", t_wake_c_to_java},
+    {"lease_expiry", t_lease_expiry},
+    {"force_java_wakes_c", t_force_java_wakes_c},
+    {"force_c_wakes_java", t_force_c_wakes_java},
+    {"lock_lost", t_lock_lost},
+    {"watchdog_turns", t_watchdog_turns},
+    {"mutex_mixed", t_mutex_mixed},
+    {"wire_unlock_latch", t_wire_unlock_latch},
+    {"wire_renewal_batch", t_wire_renewal_batch},
+    {"porting_guide", t_porting_guide},
+};
+
+static bool selected(int argc, char **argv, const char *name)
+{
+    if (argc <= 4) {
+        return true;
+    }
+    for (int i = 4; i < argc; i++) {
+        if (strcmp(argv[i], name) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 4) {
+        fprintf(stderr, "usage: %s REDIS_URL CLASSPATH VERSION [TEST...]\n", argv[0]);
+        return 2;
+    }
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    g_url = argv[1];
+    VERSION = argv[3];
+    if (sscanf(g_url, "redis://%63[^:]:%d", g_host, &g_port) != 2) {
+        fprintf(stderr, "interop: URL must be redis://HOST:PORT\n");
+        return 2;
+    }
+    R = redisConnect(g_host, g_port);
+    if (!R || R->err) {
+        fprintf(stderr, "interop: cannot connect to %s\n", g_url);
+        return 2;
+    }
+    JWD = tms(1200);
+    CWD = tms(900);
+    if (agent_start(&J, argv[2], VERSION, JWD) != 0) {
+        return 2;
+    }
+    rlock_config cfg;
+    rlock_config_init(&cfg);
+    cfg.url = g_url;
+    cfg.watchdog_timeout_ms = CWD;
+    cfg.on_lock_lost = lost_cb;
+    rlock_status st = rlock_client_new(&cfg, &C);
+    if (st != RLOCK_OK) {
+        fprintf(stderr, "interop: rlock_client_new: %s\n", rlock_status_name(st));
+        return 2;
+    }
+    printf("interop: Redisson %s (client %s, lockWatchdogTimeout %lld ms) vs rlock %s "
+           "(client %s, watchdog_timeout_ms %lld)\n",
+           VERSION, J.id, (long long)JWD, rlock_version(), rlock_client_id(C),
+           (long long)CWD);
+    int passed = 0, failed = 0;
+    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
+        if (!selected(argc, argv, tests[i].name)) {
+            continue;
+        }
+        int64_t t0 = now_us();
+        int rc = tests[i].fn();
+        printf("%s %s [Redisson %s] (%.0f ms)\n", rc == 0 ? "PASS" : "FAIL", tests[i].name,
+               VERSION, (double)(now_us() - t0) / 1000.0);
+        rc == 0 ? passed++ : failed++;
+    }
+    measure_report(VERSION);
+    agent_stop(&J);
+    rlock_client_free(C);
+    redisFree(R);
+    printf("interop [Redisson %s]: %d passed, %d failed\n", VERSION, passed, failed);
+    return failed ? 1 : 0;
+}
