@@ -874,6 +874,16 @@ static int t_wire_renewal_batch(void)
 static int t_porting_guide(void)
 {
     struct reply r;
+    const char *agent_only = getenv("INTEROP_AGENT_ONLY");
+    if (agent_only && *agent_only) {
+        /* The guide's API is newer than this Redisson: the agent must say
+         * the snippets are not there, rather than pass without them. */
+        CHECK(agent_call(&J, &r, "g", "guide") == 0, "agent call");
+        CHECK(!r.ok && strncmp(r.text, "ClassNotFoundException", 22) == 0,
+              "agent-only build ran the guide: %s", r.text);
+        printf("    agent-only build: the guide's snippets need a newer Redisson\n");
+        return 0;
+    }
     JOK(&r, "g", "guide");
     CHECK_INT(reply_word(&r, 0), 7);
     CHECK_INT(r_int("EVAL %s 0", "return #redis.call('keys', 'example:*')"), 0);
@@ -896,9 +906,12 @@ static const struct {
     {"force_c_wakes_java", t_force_c_wakes_java},
     {"lock_lost", t_lock_lost},
     {"watchdog_turns", t_watchdog_turns},
-    {"mutex_mixed", t_mutex_mixed},
+    /* before mutex_mixed: after many watchdog holds come and gone from
+     * several threads, Redisson >= 3.44 renews far more often than every
+     * timeout/3 (see docs/interop.md) */
     {"wire_unlock_latch", t_wire_unlock_latch},
     {"wire_renewal_batch", t_wire_renewal_batch},
+    {"mutex_mixed", t_mutex_mixed},
     {"porting_guide", t_porting_guide},
 };
 

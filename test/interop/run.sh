@@ -1,9 +1,12 @@
 #!/bin/sh
 # make interop: rlock against real Redisson, one throwaway redis-server.
-#   test/interop/run.sh BUILD_DIR VERSION...      build and run every version
+#   test/interop/run.sh BUILD_DIR VERSION[:agent-only]...
+#                                                  build and run every version
 #   test/interop/run.sh --check-tools              only say what is missing
 # For each Redisson VERSION, Maven builds the Java agent (test/interop/pom.xml)
-# into BUILD_DIR/interop/VERSION (skipped when up to date), then
+# into BUILD_DIR/interop/VERSION (skipped when up to date); ":agent-only"
+# leaves out the porting guide's snippets (for Redisson older than their
+# API). Then
 # BUILD_DIR/interop/interop plays the C side against it. Maven's downloads
 # are cached in ~/.m2 (or MAVEN_REPO). Extra arguments for the driver (test
 # names) come from INTEROP_TESTS.
@@ -46,7 +49,10 @@ python3 test/interop/check-java-excerpts.py
 
 repo_opt=""
 [ -n "${MAVEN_REPO:-}" ] && repo_opt="-Dmaven.repo.local=$MAVEN_REPO"
-for v in "$@"; do
+for spec in "$@"; do
+    v=${spec%%:*}
+    mode=""
+    [ "$spec" = "$v:agent-only" ] && mode="-DagentOnly"
     out=$(cd "$B" && pwd)/interop/$v
     if [ -f "$out/classpath.txt" ] && [ -z "$(find test/interop/pom.xml test/interop/src -newer "$out/classpath.txt" | head -1)" ]; then
         echo "interop: Java agent for Redisson $v is up to date"
@@ -55,7 +61,8 @@ for v in "$@"; do
     echo "interop: building the Java agent for Redisson $v (mvn)"
     t0=$(date +%s)
     # shellcheck disable=SC2086
-    mvn -B -q -f test/interop/pom.xml $repo_opt -Dredisson.version="$v" -Dinterop.dir="$out" \
+    rm -rf "$out/classes"
+    mvn -B -q -f test/interop/pom.xml $repo_opt $mode -Dredisson.version="$v" -Dinterop.dir="$out" \
         compile dependency:build-classpath -Dmdep.outputFile="$out/classpath.txt.tmp"
     mv "$out/classpath.txt.tmp" "$out/classpath.txt"
     echo "interop: built for Redisson $v in $(( $(date +%s) - t0 )) s"
@@ -68,11 +75,14 @@ port=$(sh scripts/redis-server.sh start "$dir")
 echo "interop: redis-server on 127.0.0.1:$port (logs in $dir)"
 
 status=0
-for v in "$@"; do
+for spec in "$@"; do
+    v=${spec%%:*}
+    agent_only=""
+    [ "$spec" = "$v:agent-only" ] && agent_only=1
     out=$(cd "$B" && pwd)/interop/$v
     redis-cli -h 127.0.0.1 -p "$port" flushall >/dev/null
     # shellcheck disable=SC2086
-    INTEROP_AGENT_LOG="$dir/agent-$v.log" "$B/interop/interop" "redis://127.0.0.1:$port" \
+    INTEROP_AGENT_ONLY=$agent_only INTEROP_AGENT_LOG="$dir/agent-$v.log" "$B/interop/interop" "redis://127.0.0.1:$port" \
         "$out/classes:$(cat "$out/classpath.txt")" "$v" ${INTEROP_TESTS:-} || status=1
 done
 echo "interop: $(( $(date +%s) - start )) s, Redisson $*: $([ $status -eq 0 ] && echo all passed || echo FAILED)"
