@@ -292,8 +292,7 @@ static void *agent_reader(void *arg)
     return NULL;
 }
 
-int agent_start(struct agent *a, const char *classpath, const char *version,
-                int64_t watchdog_ms)
+int agent_start(struct agent *a, const char *classpath, const char *version, int64_t watchdog_ms)
 {
     memset(a, 0, sizeof *a);
     pthread_mutex_init(&a->mu, NULL);

@@ -31,36 +31,34 @@ int64_t tms(int64_t ms);
 void check_failed(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
-            check_failed(__FILE__, __LINE__, __VA_ARGS__);                 \
-            return -1;                                                     \
-        }                                                                  \
+#define CHECK(cond, ...)                                   \
+    do {                                                   \
+        if (!(cond)) {                                     \
+            check_failed(__FILE__, __LINE__, __VA_ARGS__); \
+            return -1;                                     \
+        }                                                  \
     } while (0)
-#define CHECK_ST(st, want)                                                 \
-    do {                                                                   \
-        rlock_status st_ = (st);                                           \
-        CHECK(st_ == (want), "%s: expected %s, got %s", #st,               \
-              rlock_status_name(want), rlock_status_name(st_));            \
+#define CHECK_ST(st, want)                                                            \
+    do {                                                                              \
+        rlock_status st_ = (st);                                                      \
+        CHECK(st_ == (want), "%s: expected %s, got %s", #st, rlock_status_name(want), \
+              rlock_status_name(st_));                                                \
     } while (0)
-#define CHECK_INT(got, want)                                               \
-    do {                                                                   \
-        long long g_ = (long long)(got), w_ = (long long)(want);           \
-        CHECK(g_ == w_, "%s: expected %lld, got %lld", #got, w_, g_);      \
+#define CHECK_INT(got, want)                                          \
+    do {                                                              \
+        long long g_ = (long long)(got), w_ = (long long)(want);      \
+        CHECK(g_ == w_, "%s: expected %lld, got %lld", #got, w_, g_); \
     } while (0)
-#define CHECK_RANGE(got, lo, hi)                                           \
-    do {                                                                   \
-        long long g_ = (long long)(got), l_ = (long long)(lo),             \
-                  h_ = (long long)(hi);                                    \
-        CHECK(g_ >= l_ && g_ <= h_, "%s: expected %lld..%lld, got %lld",   \
-              #got, l_, h_, g_);                                           \
+#define CHECK_RANGE(got, lo, hi)                                                            \
+    do {                                                                                    \
+        long long g_ = (long long)(got), l_ = (long long)(lo), h_ = (long long)(hi);        \
+        CHECK(g_ >= l_ && g_ <= h_, "%s: expected %lld..%lld, got %lld", #got, l_, h_, g_); \
     } while (0)
-#define CHECK_STR(got, want)                                               \
-    do {                                                                   \
-        const char *g_ = (got), *w_ = (want);                              \
-        CHECK(g_ && strcmp(g_, w_) == 0, "%s: expected \"%s\", got \"%s\"", \
-              #got, w_, g_ ? g_ : "(null)");                               \
+#define CHECK_STR(got, want)                                                         \
+    do {                                                                             \
+        const char *g_ = (got), *w_ = (want);                                        \
+        CHECK(g_ &&strcmp(g_, w_) == 0, "%s: expected \"%s\", got \"%s\"", #got, w_, \
+              g_ ? g_ : "(null)");                                                   \
     } while (0)
 
 /* ---- the test server, read directly -------------------------------- */
@@ -131,8 +129,7 @@ struct agent {
 
 /* Starts "java -cp CP rlock.interop.Agent URL WATCHDOG_MS VERSION" and
  * waits for its "ready" line (at most 60 s, the JVM start). */
-int agent_start(struct agent *a, const char *classpath, const char *version,
-                int64_t watchdog_ms);
+int agent_start(struct agent *a, const char *classpath, const char *version, int64_t watchdog_ms);
 void agent_stop(struct agent *a);
 /* Sends "TAG WORKER fmt..." and returns TAG without waiting. */
 unsigned agent_send(struct agent *a, const char *worker, const char *fmt, ...)

@@ -12,6 +12,7 @@ import java.util.Map;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 
 import org.redisson.Redisson;
@@ -49,10 +50,10 @@ import org.redisson.config.Config;
  *   ttl NAME                  -> ok remainTimeToLive()
  *   held NAME                 -> ok isHeldByCurrentThread()
  *   locked NAME               -> ok isLocked()
- *   mutex NAME ITERS LEASE_MS KEY -> ok ITERS VIOLATIONS
+ *   mutex NAME ITERS LEASE_MS KEY -> ok ITERS VIOLATIONS LONGEST_WAIT_US
  *       ITERS critical sections under NAME: INCR KEY:inside must give 1,
  *       GET KEY:counter, sleep 1 ms, SET KEY:counter +1, RPUSH KEY:log J,
- *       DECR KEY:inside must give 0; then 2 ms outside the lock.
+ *       DECR KEY:inside must give 0; then 1-8 ms outside the lock.
  *   guide                     -> ok N  (runs the porting guide's snippets;
  *                                err ClassNotFoundException in an agent-only build)
  */
@@ -167,12 +168,15 @@ public final class Agent {
         RBucket<String> counter = redisson.getBucket(key + ":counter", StringCodec.INSTANCE);
         RList<String> log = redisson.getList(key + ":log", StringCodec.INSTANCE);
         int violations = 0;
+        long maxWait = 0;
         for (int i = 0; i < iters; i++) {
+            long t0 = nowUs();
             if (lease < 0) {
                 lock.lock();
             } else {
                 lock.lock(lease, TimeUnit.MILLISECONDS);
             }
+            maxWait = Math.max(maxWait, nowUs() - t0);
             try {
                 if (inside.incrementAndGet() != 1) {
                     violations++;
@@ -188,9 +192,10 @@ public final class Agent {
             } finally {
                 lock.unlock();
             }
-            Thread.sleep(2); // work outside the lock: others get their turn
+            // 1-8 ms of work outside the lock: others (both languages) get turns
+            Thread.sleep(1 + ThreadLocalRandom.current().nextInt(8));
         }
-        return iters + " " + violations;
+        return iters + " " + violations + " " + maxWait;
     }
 
     public static void main(String[] args) throws Exception {
