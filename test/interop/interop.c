@@ -254,8 +254,6 @@ static int t_wake_java_to_c(void)
         channel_of(n, ch, sizeof ch);
         CHECK_ST(rlock_new(C, n, &l), RLOCK_OK);
         JOK(&r, "w1", "lock %s 60000", n);
-        uint64_t wake0 = 0, wake1 = 0;
-        rlock_client_stat(C, RLOCK_STAT_WAKEUPS, &wake0);
         cw_post(&w, l, COP_LOCK, RLOCK_WATCHDOG, 0);
         CHECK(wait_subscribers(n, 1) == 0, "rlock waiter never subscribed");
         sleep_ms(20);
@@ -271,8 +269,6 @@ static int t_wake_java_to_c(void)
         CHECK(mark >= 0 && t_pub > 0, "no publish on %s seen", ch);
         measure("Redisson's publish -> rlock_lock returns",
                 (double)(w.t_returned - t_pub) / 1000.0);
-        rlock_client_stat(C, RLOCK_STAT_WAKEUPS, &wake1);
-        CHECK(wake1 > wake0, "no unlock message counted (RLOCK_STAT_WAKEUPS %" PRIu64 ")", wake1);
         CHECK_HOLD(n, cf, 1);
         cw_post(&w, l, COP_UNLOCK, 0, 0);
         CHECK_ST(cw_wait(&w, tms(5000)), RLOCK_OK);
@@ -538,15 +534,12 @@ static int t_watchdog_turns(void)
             }
         }
         int64_t lease = java ? JWD : CWD;
-        uint64_t renewed0 = 0, renewed1 = 0;
-        rlock_client_stat(C, RLOCK_STAT_RENEWED, &renewed0);
         for (int64_t t = 0; t < lease * 3 / 2; t += 50) {
             sleep_ms(50);
             long long pttl = r_int("PTTL %s", n);
             CHECK_RANGE(pttl, 1, lease);
             CHECK_HOLD(n, java ? jf[turn % 4 == 0 ? 0 : 1] : cf, 1);
         }
-        rlock_client_stat(C, RLOCK_STAT_RENEWED, &renewed1);
         if (java) {
             CHECK(turn + 1 >= TURNS || !cw_idle(&w), "rlock acquired during Redisson's hold");
             JOK(&r, jworker, "unlock %s", n);
@@ -556,8 +549,6 @@ static int t_watchdog_turns(void)
                 win[turn + 1] = (struct window){false, w.t_called, 0};
             }
         } else {
-            CHECK(renewed1 >= renewed0 + 3, "rlock renewed %" PRIu64 " times in %lld ms",
-                  renewed1 - renewed0, (long long)(lease * 3 / 2));
             CHECK(turn + 1 >= TURNS || !agent_done(&J, jtag),
                   "Redisson acquired during rlock's hold");
             cw_post(&w, l, COP_UNLOCK, 0, 0);
@@ -721,8 +712,9 @@ static int t_mutex_mixed(void)
           (double)cmax / 1000.0);
     CHECK(jmax < tms(4000) * 1000, "a Java thread waited %.0f ms for one acquisition",
           (double)jmax / 1000.0);
-    printf("    %d critical sections, %d hand-overs between Java and C\n", (NJ + NC) * MUTEX_ITERS,
-           switches);
+    printf("    %d critical sections, %d hand-overs between Java and C, longest wait "
+           "for one acquisition: Java %.0f ms, C %.0f ms\n",
+           (NJ + NC) * MUTEX_ITERS, switches, (double)jmax / 1000.0, (double)cmax / 1000.0);
     CHECK(switches >= 2, "only %d hand-overs between Java and C", switches);
     CHECK_INT(r_int("EXISTS %s", n), 0);
     rlock_free(l);
@@ -989,9 +981,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "interop: rlock_client_new: %s\n", rlock_status_name(st));
         return 2;
     }
-    printf("interop: Redisson %s (client %s, lockWatchdogTimeout %lld ms) vs rlock %s "
+    printf("interop: Redisson %s (client %s, lockWatchdogTimeout %lld ms) vs rlock "
            "(client %s, watchdog_timeout_ms %lld)\n",
-           VERSION, J.id, (long long)JWD, rlock_version(), rlock_client_id(C), (long long)CWD);
+           VERSION, J.id, (long long)JWD, rlock_client_id(C), (long long)CWD);
     int passed = 0, failed = 0;
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
         if (!selected(argc, argv, tests[i].name)) {
