@@ -159,7 +159,7 @@ static void *tap_main(void *arg)
     }
 }
 
-int tap_start(struct tap *t)
+static int tap_start(struct tap *t)
 {
     memset(t, 0, sizeof *t);
     pthread_mutex_init(&t->mu, NULL);
@@ -173,6 +173,15 @@ int tap_start(struct tap *t)
     }
     freeReplyObject(r);
     return pthread_create(&t->th, NULL, tap_main, t) == 0 ? 0 : -1;
+}
+
+struct tap *tap_new(void)
+{
+    struct tap *t = calloc(1, sizeof *t);
+    if (t && tap_start(t) != 0) {
+        return NULL; /* a failed start may leave a connection: kept */
+    }
+    return t;
 }
 
 long tap_mark(struct tap *t)
@@ -214,7 +223,7 @@ void tap_free(struct tap *t)
         redisFree(t->c);
     }
     pthread_mutex_destroy(&t->mu);
-    memset(t, 0, sizeof *t);
+    free(t);
 }
 
 int64_t tap_find(struct tap *t, size_t from, const char *cmd, const char *arg1)
@@ -507,7 +516,7 @@ static void *cw_main(void *arg)
     }
 }
 
-int cw_start(struct cworker *w)
+static int cw_start(struct cworker *w)
 {
     memset(w, 0, sizeof *w);
     pthread_mutex_init(&w->mu, NULL);
@@ -521,6 +530,16 @@ int cw_start(struct cworker *w)
     }
     pthread_mutex_unlock(&w->mu);
     return 0;
+}
+
+struct cworker *cw_new(void)
+{
+    struct cworker *w = malloc(sizeof *w);
+    if (w && cw_start(w) != 0) {
+        free(w);
+        return NULL;
+    }
+    return w;
 }
 
 void cw_post(struct cworker *w, rlock *l, enum cop op, int64_t a1, int64_t a2)
@@ -568,6 +587,9 @@ void cw_stop(struct cworker *w)
     }
     cw_post(w, NULL, COP_QUIT, 0, 0);
     pthread_join(w->th, NULL);
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+    free(w);
 }
 
 /* ---- on_lock_lost events ------------------------------------------- */

@@ -89,15 +89,17 @@ struct tap {
 };
 
 /* Starts MONITOR on a connection of its own: every command the server
- * runs afterwards (scripts' inner calls included) is recorded. */
-int tap_start(struct tap *t);
+ * runs afterwards (scripts' inner calls included) is recorded. On the heap,
+ * so a test that fails and returns early leaves its thread valid memory.
+ * NULL on failure. */
+struct tap *tap_new(void);
 /* Waits until the tap has seen everything sent before the call; returns
  * the number of lines it holds then (-1 if it never caught up). */
 long tap_mark(struct tap *t);
 /* Waits until the tap has seen everything sent before the call, stops
  * it. The lines stay readable until tap_free(). */
 int tap_stop(struct tap *t);
-void tap_free(struct tap *t);
+void tap_free(struct tap *t); /* after tap_stop(); frees t */
 /* Server time (us) of the first line at or after index from whose command
  * is cmd (any case) with first argument arg1; 0 if none yet. */
 int64_t tap_find(struct tap *t, size_t from, const char *cmd, const char *arg1);
@@ -166,11 +168,14 @@ struct cworker {
     uint64_t tid;                 /* rlock_thread_id() of the thread */
 };
 
-int cw_start(struct cworker *w);
+/* On the heap, for the same reason as tap_new(). NULL on failure. */
+struct cworker *cw_new(void);
 /* Posts one call; cw_wait returns its status (or -1 on timeout). */
 void cw_post(struct cworker *w, rlock *l, enum cop op, int64_t a1, int64_t a2);
 int cw_wait(struct cworker *w, int64_t timeout_ms);
 bool cw_idle(struct cworker *w);
+/* Ends the thread and frees w; one still inside a call (after a failed
+ * test) is left running and w is not freed. */
 void cw_stop(struct cworker *w);
 
 /* ---- on_lock_lost events of the C client --------------------------- */

@@ -240,13 +240,13 @@ static int t_lease_reentry(void)
  * must acquire within 1 s: only the published "0" can do that. */
 static int t_wake_java_to_c(void)
 {
-    struct cworker w;
+    struct cworker *w = cw_new();
     struct reply r;
-    struct tap tap;
-    CHECK(cw_start(&w) == 0, "cw_start");
-    CHECK(tap_start(&tap) == 0, "MONITOR");
+    struct tap *tap = NULL;
+    CHECK(w != NULL, "cw_new");
+    CHECK((tap = tap_new()) != NULL, "MONITOR");
     char cf[160];
-    c_field(w.tid, cf, sizeof cf);
+    c_field(w->tid, cf, sizeof cf);
     for (int round = 0; round < WAKE_ROUNDS; round++) {
         char n[128], ch[200];
         rlock *l;
@@ -254,40 +254,40 @@ static int t_wake_java_to_c(void)
         channel_of(n, ch, sizeof ch);
         CHECK_ST(rlock_new(C, n, &l), RLOCK_OK);
         JOK(&r, "w1", "lock %s 60000", n);
-        cw_post(&w, l, COP_LOCK, RLOCK_WATCHDOG, 0);
+        cw_post(w, l, COP_LOCK, RLOCK_WATCHDOG, 0);
         CHECK(wait_subscribers(n, 1) == 0, "rlock waiter never subscribed");
         sleep_ms(20);
-        CHECK(!cw_idle(&w), "rlock_lock returned while Redisson held the lock");
+        CHECK(!cw_idle(w), "rlock_lock returned while Redisson held the lock");
         JOK(&r, "w1", "unlock %s", n);
         int64_t t_unlock = reply_word(&r, 0);
-        CHECK_ST(cw_wait(&w, tms(2000)), RLOCK_OK);
-        double ms = (double)(w.t_returned - t_unlock) / 1000.0;
+        CHECK_ST(cw_wait(w, tms(2000)), RLOCK_OK);
+        double ms = (double)(w->t_returned - t_unlock) / 1000.0;
         measure("Redisson unlock() called -> rlock_lock returns", ms);
         CHECK(ms < (double)tms(1000), "woken after %.1f ms (> 1 s)", ms);
-        long mark = tap_mark(&tap);
-        int64_t t_pub = tap_find(&tap, 0, "publish", ch);
+        long mark = tap_mark(tap);
+        int64_t t_pub = tap_find(tap, 0, "publish", ch);
         CHECK(mark >= 0 && t_pub > 0, "no publish on %s seen", ch);
         measure("Redisson's publish -> rlock_lock returns",
-                (double)(w.t_returned - t_pub) / 1000.0);
+                (double)(w->t_returned - t_pub) / 1000.0);
         CHECK_HOLD(n, cf, 1);
-        cw_post(&w, l, COP_UNLOCK, 0, 0);
-        CHECK_ST(cw_wait(&w, tms(5000)), RLOCK_OK);
+        cw_post(w, l, COP_UNLOCK, 0, 0);
+        CHECK_ST(cw_wait(w, tms(5000)), RLOCK_OK);
         CHECK_INT(r_int("EXISTS %s", n), 0);
         rlock_free(l);
     }
-    CHECK(tap_stop(&tap) == 0, "MONITOR marker");
-    tap_free(&tap);
-    cw_stop(&w);
+    CHECK(tap_stop(tap) == 0, "MONITOR marker");
+    tap_free(tap);
+    cw_stop(w);
     return 0;
 }
 
 static int t_wake_c_to_java(void)
 {
     struct reply r;
-    struct tap tap;
+    struct tap *tap = NULL;
     char jf[160];
     CHECK(java_field("w1", jf, sizeof jf) == 0, "whoami");
-    CHECK(tap_start(&tap) == 0, "MONITOR");
+    CHECK((tap = tap_new()) != NULL, "MONITOR");
     for (int round = 0; round < WAKE_ROUNDS; round++) {
         char n[128], ch[200];
         rlock *l;
@@ -307,8 +307,8 @@ static int t_wake_c_to_java(void)
         double ms = (double)(t_acq - t0) / 1000.0;
         measure("rlock_unlock called -> Redisson lock() returns", ms);
         CHECK(ms < (double)tms(1000), "woken after %.1f ms (> 1 s)", ms);
-        long mark = tap_mark(&tap);
-        int64_t t_pub = tap_find(&tap, 0, "publish", ch);
+        long mark = tap_mark(tap);
+        int64_t t_pub = tap_find(tap, 0, "publish", ch);
         CHECK(mark >= 0 && t_pub > 0, "no publish on %s seen", ch);
         measure("rlock's publish -> Redisson lock() returns", (double)(t_acq - t_pub) / 1000.0);
         CHECK_HOLD(n, jf, 1);
@@ -316,8 +316,8 @@ static int t_wake_c_to_java(void)
         CHECK_INT(r_int("EXISTS %s", n), 0);
         rlock_free(l);
     }
-    CHECK(tap_stop(&tap) == 0, "MONITOR marker");
-    tap_free(&tap);
+    CHECK(tap_stop(tap) == 0, "MONITOR marker");
+    tap_free(tap);
     return 0;
 }
 
@@ -326,22 +326,22 @@ static int t_wake_c_to_java(void)
  * unlock of the old holder fails on its side. */
 static int t_lease_expiry(void)
 {
-    struct cworker w;
+    struct cworker *w = cw_new();
     struct reply r;
     char n[128], cf[160], jf[160];
     rlock *l;
     int64_t lease = tms(500);
-    CHECK(cw_start(&w) == 0, "cw_start");
-    c_field(w.tid, cf, sizeof cf);
+    CHECK(w != NULL, "cw_new");
+    c_field(w->tid, cf, sizeof cf);
     CHECK(java_field("w1", jf, sizeof jf) == 0, "whoami");
 
     new_name(n, sizeof n, "lease_expiry_java");
     CHECK_ST(rlock_new(C, n, &l), RLOCK_OK);
     JOK(&r, "w1", "lock %s %lld", n, (long long)lease);
     int64_t t_locked = reply_word(&r, 1);
-    cw_post(&w, l, COP_LOCK, RLOCK_WATCHDOG, 0);
-    CHECK_ST(cw_wait(&w, lease + tms(2000)), RLOCK_OK);
-    double ms = (double)(w.t_returned - t_locked) / 1000.0;
+    cw_post(w, l, COP_LOCK, RLOCK_WATCHDOG, 0);
+    CHECK_ST(cw_wait(w, lease + tms(2000)), RLOCK_OK);
+    double ms = (double)(w->t_returned - t_locked) / 1000.0;
     CHECK(ms >= (double)lease - 50 && ms < (double)(lease + tms(1000)),
           "rlock acquired %.1f ms after a %lld ms Redisson lease began", ms, (long long)lease);
     CHECK_HOLD(n, cf, 1);
@@ -349,26 +349,26 @@ static int t_lease_expiry(void)
     CHECK(!r.ok && strncmp(r.text, "IllegalMonitorStateException", 28) == 0,
           "late Java unlock: expected IllegalMonitorStateException, got %s", r.text);
     CHECK_HOLD(n, cf, 1);
-    cw_post(&w, l, COP_UNLOCK, 0, 0);
-    CHECK_ST(cw_wait(&w, tms(5000)), RLOCK_OK);
+    cw_post(w, l, COP_UNLOCK, 0, 0);
+    CHECK_ST(cw_wait(w, tms(5000)), RLOCK_OK);
     rlock_free(l);
 
     new_name(n, sizeof n, "lease_expiry_c");
     CHECK_ST(rlock_new(C, n, &l), RLOCK_OK);
-    cw_post(&w, l, COP_LOCK, lease, 0);
-    CHECK_ST(cw_wait(&w, tms(5000)), RLOCK_OK);
+    cw_post(w, l, COP_LOCK, lease, 0);
+    CHECK_ST(cw_wait(w, tms(5000)), RLOCK_OK);
     unsigned tag = agent_send(&J, "w1", "lock %s -1", n);
     CHECK(agent_wait(&J, tag, lease + tms(2000), &r) == 0 && r.ok, "Redisson lock(): %s", r.text);
-    ms = (double)(reply_word(&r, 1) - w.t_returned) / 1000.0;
+    ms = (double)(reply_word(&r, 1) - w->t_returned) / 1000.0;
     CHECK(ms >= (double)lease - 50 && ms < (double)(lease + tms(1000)),
           "Redisson acquired %.1f ms after a %lld ms rlock lease began", ms, (long long)lease);
     CHECK_HOLD(n, jf, 1);
-    cw_post(&w, l, COP_UNLOCK, 0, 0);
-    CHECK_ST(cw_wait(&w, tms(5000)), RLOCK_ELOST);
+    cw_post(w, l, COP_UNLOCK, 0, 0);
+    CHECK_ST(cw_wait(w, tms(5000)), RLOCK_ELOST);
     CHECK_HOLD(n, jf, 1);
     JOK(&r, "w1", "unlock %s", n);
     rlock_free(l);
-    cw_stop(&w);
+    cw_stop(w);
     return 0;
 }
 
@@ -376,26 +376,26 @@ static int t_lease_expiry(void)
 
 static int t_force_java_wakes_c(void)
 {
-    struct cworker w;
+    struct cworker *w = cw_new();
     struct reply r;
     char cf[160];
-    CHECK(cw_start(&w) == 0, "cw_start");
-    c_field(w.tid, cf, sizeof cf);
+    CHECK(w != NULL, "cw_new");
+    c_field(w->tid, cf, sizeof cf);
     for (int round = 0; round < 3; round++) {
         char n[128];
         rlock *l;
         new_name(n, sizeof n, "force_java_wakes_c");
         CHECK_ST(rlock_new(C, n, &l), RLOCK_OK);
         JOK(&r, "w1", "lock %s 60000", n);
-        cw_post(&w, l, COP_LOCK, RLOCK_WATCHDOG, 0);
+        cw_post(w, l, COP_LOCK, RLOCK_WATCHDOG, 0);
         CHECK(wait_subscribers(n, 1) == 0, "rlock waiter never subscribed");
         sleep_ms(20);
-        CHECK(!cw_idle(&w), "rlock_lock returned while Redisson held the lock");
+        CHECK(!cw_idle(w), "rlock_lock returned while Redisson held the lock");
         JOK(&r, "w2", "force %s", n);
         CHECK(strncmp(r.text, "true ", 5) == 0, "forceUnlock(): expected true, got %s", r.text);
         int64_t t_force = reply_word(&r, 1);
-        CHECK_ST(cw_wait(&w, tms(2000)), RLOCK_OK);
-        double ms = (double)(w.t_returned - t_force) / 1000.0;
+        CHECK_ST(cw_wait(w, tms(2000)), RLOCK_OK);
+        double ms = (double)(w->t_returned - t_force) / 1000.0;
         measure("Redisson forceUnlock -> rlock_lock returns", ms);
         CHECK(ms < (double)tms(1000), "woken after %.1f ms (> 1 s)", ms);
         CHECK_HOLD(n, cf, 1);
@@ -404,20 +404,20 @@ static int t_force_java_wakes_c(void)
               "Java unlock after forceUnlock: expected IllegalMonitorStateException, got %s",
               r.text);
         CHECK_HOLD(n, cf, 1);
-        cw_post(&w, l, COP_UNLOCK, 0, 0);
-        CHECK_ST(cw_wait(&w, tms(5000)), RLOCK_OK);
+        cw_post(w, l, COP_UNLOCK, 0, 0);
+        CHECK_ST(cw_wait(w, tms(5000)), RLOCK_OK);
         rlock_free(l);
     }
-    cw_stop(&w);
+    cw_stop(w);
     return 0;
 }
 
 static int t_force_c_wakes_java(void)
 {
-    struct cworker w;
+    struct cworker *w = cw_new();
     struct reply r;
     char jf[160];
-    CHECK(cw_start(&w) == 0, "cw_start");
+    CHECK(w != NULL, "cw_new");
     CHECK(java_field("w1", jf, sizeof jf) == 0, "whoami");
     for (int round = 0; round < 3; round++) {
         char n[128];
@@ -425,8 +425,8 @@ static int t_force_c_wakes_java(void)
         bool was = false;
         new_name(n, sizeof n, "force_c_wakes_java");
         CHECK_ST(rlock_new(C, n, &l), RLOCK_OK);
-        cw_post(&w, l, COP_LOCK, 60000, 0);
-        CHECK_ST(cw_wait(&w, tms(5000)), RLOCK_OK);
+        cw_post(w, l, COP_LOCK, 60000, 0);
+        CHECK_ST(cw_wait(w, tms(5000)), RLOCK_OK);
         unsigned tag = agent_send(&J, "w1", "lock %s -1", n);
         CHECK(wait_subscribers(n, 1) == 0, "Redisson waiter never subscribed");
         sleep_ms(20);
@@ -439,14 +439,14 @@ static int t_force_c_wakes_java(void)
         measure("rlock_force_unlock -> Redisson lock() returns", ms);
         CHECK(ms < (double)tms(1000), "woken after %.1f ms (> 1 s)", ms);
         CHECK_HOLD(n, jf, 1);
-        cw_post(&w, l, COP_UNLOCK, 0, 0);
-        CHECK_ST(cw_wait(&w, tms(5000)), RLOCK_ELOST);
+        cw_post(w, l, COP_UNLOCK, 0, 0);
+        CHECK_ST(cw_wait(w, tms(5000)), RLOCK_ELOST);
         CHECK_HOLD(n, jf, 1);
         JOK(&r, "w1", "unlock %s", n);
         CHECK_INT(r_int("EXISTS %s", n), 0);
         rlock_free(l);
     }
-    cw_stop(&w);
+    cw_stop(w);
     return 0;
 }
 
@@ -454,18 +454,18 @@ static int t_force_c_wakes_java(void)
  * within one renewal period, and the holder's unlock returns RLOCK_ELOST. */
 static int t_lock_lost(void)
 {
-    struct cworker w;
+    struct cworker *w = cw_new();
     struct reply r;
     struct lost_event ev;
     char n[128], cf[160];
     rlock *l;
-    CHECK(cw_start(&w) == 0, "cw_start");
-    c_field(w.tid, cf, sizeof cf);
+    CHECK(w != NULL, "cw_new");
+    c_field(w->tid, cf, sizeof cf);
     new_name(n, sizeof n, "lock_lost");
     CHECK_ST(rlock_new(C, n, &l), RLOCK_OK);
     int lost0 = lost_count();
-    cw_post(&w, l, COP_LOCK, RLOCK_WATCHDOG, 0);
-    CHECK_ST(cw_wait(&w, tms(5000)), RLOCK_OK);
+    cw_post(w, l, COP_LOCK, RLOCK_WATCHDOG, 0);
+    CHECK_ST(cw_wait(w, tms(5000)), RLOCK_OK);
     sleep_ms(CWD / 2); /* past one renewal: the hold is a renewed one */
     CHECK_HOLD(n, cf, 1);
     CHECK(lost_count() == lost0, "on_lock_lost before the force unlock");
@@ -474,17 +474,17 @@ static int t_lock_lost(void)
     int64_t t_force = reply_word(&r, 1);
     CHECK(lost_wait(n, CWD / 3 + tms(1000), &ev) == 0, "on_lock_lost not called within %lld ms",
           (long long)(CWD / 3 + tms(1000)));
-    CHECK_INT(ev.tid, w.tid);
+    CHECK_INT(ev.tid, w->tid);
     double ms = (double)(ev.t_us - t_force) / 1000.0;
     measure("Redisson forceUnlock -> on_lock_lost", ms);
     CHECK(ms <= (double)(CWD / 3 + tms(200)), "on_lock_lost after %.1f ms (> %lld)", ms,
           (long long)(CWD / 3 + tms(200)));
     CHECK_INT(lost_count(), lost0 + 1);
     CHECK_INT(r_int("EXISTS %s", n), 0);
-    cw_post(&w, l, COP_UNLOCK, 0, 0);
-    CHECK_ST(cw_wait(&w, tms(5000)), RLOCK_ELOST);
+    cw_post(w, l, COP_UNLOCK, 0, 0);
+    CHECK_ST(cw_wait(w, tms(5000)), RLOCK_ELOST);
     rlock_free(l);
-    cw_stop(&w);
+    cw_stop(w);
     return 0;
 }
 
@@ -504,20 +504,20 @@ struct window {
 static int t_watchdog_turns(void)
 {
     enum { TURNS = 4 };
-    struct cworker w;
+    struct cworker *w = cw_new();
     struct reply r;
-    struct tap tap;
+    struct tap *tap = NULL;
     struct window win[TURNS];
     char n[128], cf[160], jf[2][160];
     rlock *l;
     new_name(n, sizeof n, "watchdog_turns");
     CHECK_ST(rlock_new(C, n, &l), RLOCK_OK);
-    CHECK(cw_start(&w) == 0, "cw_start");
-    c_field(w.tid, cf, sizeof cf);
+    CHECK(w != NULL, "cw_new");
+    c_field(w->tid, cf, sizeof cf);
     CHECK(java_field("t0", jf[0], sizeof jf[0]) == 0, "whoami");
     CHECK(java_field("t1", jf[1], sizeof jf[1]) == 0, "whoami");
     int lost0 = lost_count();
-    CHECK(tap_start(&tap) == 0, "MONITOR");
+    CHECK((tap = tap_new()) != NULL, "MONITOR");
 
     JOK(&r, "t0", "lock %s -1", n);
     win[0] = (struct window){true, reply_word(&r, 0), 0};
@@ -528,7 +528,7 @@ static int t_watchdog_turns(void)
         /* The next holder starts waiting. */
         if (turn + 1 < TURNS) {
             if (java) {
-                cw_post(&w, l, COP_LOCK, RLOCK_WATCHDOG, 0);
+                cw_post(w, l, COP_LOCK, RLOCK_WATCHDOG, 0);
             } else {
                 jtag = agent_send(&J, turn % 4 == 1 ? "t1" : "t0", "lock %s -1", n);
             }
@@ -541,38 +541,38 @@ static int t_watchdog_turns(void)
             CHECK_HOLD(n, java ? jf[turn % 4 == 0 ? 0 : 1] : cf, 1);
         }
         if (java) {
-            CHECK(turn + 1 >= TURNS || !cw_idle(&w), "rlock acquired during Redisson's hold");
+            CHECK(turn + 1 >= TURNS || !cw_idle(w), "rlock acquired during Redisson's hold");
             JOK(&r, jworker, "unlock %s", n);
             win[turn].to_us = reply_word(&r, 1);
             if (turn + 1 < TURNS) {
-                CHECK_ST(cw_wait(&w, tms(2000)), RLOCK_OK);
-                win[turn + 1] = (struct window){false, w.t_called, 0};
+                CHECK_ST(cw_wait(w, tms(2000)), RLOCK_OK);
+                win[turn + 1] = (struct window){false, w->t_called, 0};
             }
         } else {
             CHECK(turn + 1 >= TURNS || !agent_done(&J, jtag),
                   "Redisson acquired during rlock's hold");
-            cw_post(&w, l, COP_UNLOCK, 0, 0);
-            CHECK_ST(cw_wait(&w, tms(5000)), RLOCK_OK);
-            win[turn].to_us = w.t_returned;
+            cw_post(w, l, COP_UNLOCK, 0, 0);
+            CHECK_ST(cw_wait(w, tms(5000)), RLOCK_OK);
+            win[turn].to_us = w->t_returned;
             if (turn + 1 < TURNS) {
                 CHECK(agent_wait(&J, jtag, tms(2000), &r) == 0 && r.ok, "Redisson lock()");
                 win[turn + 1] = (struct window){true, reply_word(&r, 0), 0};
             }
         }
     }
-    CHECK(tap_stop(&tap) == 0, "MONITOR marker");
+    CHECK(tap_stop(tap) == 0, "MONITOR marker");
     CHECK_INT(r_int("EXISTS %s", n), 0);
     CHECK_INT(lost_count(), lost0);
 
     int per_turn[TURNS] = {0};
-    for (size_t i = 0; i < tap.n; i++) {
+    for (size_t i = 0; i < tap->n; i++) {
         char a[8][160];
-        int argc = tap_args(tap.lines[i], a, 8);
+        int argc = tap_args(tap->lines[i], a, 8);
         if (argc != 3 || strcasecmp(a[0], "pexpire") != 0 || strcmp(a[1], n) != 0) {
             continue;
         }
         long long v = atoll(a[2]);
-        int64_t ts = (int64_t)(atof(tap.lines[i]) * 1e6);
+        int64_t ts = (int64_t)(atof(tap->lines[i]) * 1e6);
         CHECK(v == JWD || v == CWD, "PEXPIRE %s %lld: neither side's lease", n, v);
         int k = 0;
         while (k < TURNS && !(ts >= win[k].from_us - 1000 && ts <= win[k].to_us + 1000 &&
@@ -580,7 +580,7 @@ static int t_watchdog_turns(void)
             k++;
         }
         CHECK(k < TURNS, "PEXPIRE %lld (%s's lease) outside that side's holds: %s", v,
-              v == JWD ? "Redisson" : "rlock", tap.lines[i]);
+              v == JWD ? "Redisson" : "rlock", tap->lines[i]);
         per_turn[k]++;
     }
     for (int k = 0; k < TURNS; k++) {
@@ -590,9 +590,9 @@ static int t_watchdog_turns(void)
     }
     printf("    PEXPIREs per turn (J C J C): %d %d %d %d\n", per_turn[0], per_turn[1], per_turn[2],
            per_turn[3]);
-    tap_free(&tap);
+    tap_free(tap);
     rlock_free(l);
-    cw_stop(&w);
+    cw_stop(w);
     return 0;
 }
 
@@ -654,7 +654,7 @@ static int t_mutex_mixed(void)
     enum { NJ = 3, NC = 3 };
     static const int64_t leases[3] = {RLOCK_WATCHDOG, 5000, RLOCK_WATCHDOG};
     char n[128], key[160];
-    struct cmutex cm[NC];
+    static struct cmutex cm[NC]; /* static: threads outlive an early return */
     unsigned tags[NJ];
     rlock *l;
     new_name(n, sizeof n, "mutex_mixed");
@@ -777,23 +777,23 @@ static void scan_unlock(struct tap *t, size_t from, size_t to, const char *name,
 static int t_wire_unlock_latch(void)
 {
     struct reply r;
-    struct tap tap;
+    struct tap *tap = NULL;
     struct unlock_seen u;
     char n[128];
     rlock *l;
     new_name(n, sizeof n, "unlock_latch");
     CHECK_ST(rlock_new(C, n, &l), RLOCK_OK);
-    CHECK(tap_start(&tap) == 0, "MONITOR");
+    CHECK((tap = tap_new()) != NULL, "MONITOR");
     JOK(&r, "w1", "lock %s -1", n);
     JOK(&r, "w1", "unlock %s", n);
     sleep_ms(tms(200)); /* Redisson's DEL of the latch is fire-and-forget */
-    long mid = tap_mark(&tap);
+    long mid = tap_mark(tap);
     CHECK(mid >= 0, "MONITOR marker");
     CHECK_ST(rlock_lock(l, RLOCK_WATCHDOG), RLOCK_OK);
     CHECK_ST(rlock_unlock(l), RLOCK_OK);
-    CHECK(tap_stop(&tap) == 0, "MONITOR marker");
+    CHECK(tap_stop(tap) == 0, "MONITOR marker");
 
-    scan_unlock(&tap, 0, (size_t)mid, n, &u);
+    scan_unlock(tap, 0, (size_t)mid, n, &u);
     printf("    Redisson unlock: %d latch SET, %d DEL of it, %d DEL of latch:{N}:%s, "
            "%d publish \"0\"\n",
            u.sets, u.dels, u.other_dels, u.other_dels ? u.other : "-", u.pubs);
@@ -810,11 +810,11 @@ static int t_wire_unlock_latch(void)
         CHECK(u.dels == 1 || strcmp(u.other, J.id) == 0,
               "Redisson DELed latch suffix %s, neither its latch nor its client id", u.other);
     }
-    scan_unlock(&tap, (size_t)mid, tap.n, n, &u);
+    scan_unlock(tap, (size_t)mid, tap->n, n, &u);
     printf("    rlock unlock:    %d latch SET, %d publish \"0\"\n", u.sets, u.pubs);
     CHECK_INT(u.pubs, 1);
     CHECK_INT(u.sets, 1);
-    tap_free(&tap);
+    tap_free(tap);
     rlock_free(l);
     return 0;
 }
@@ -824,30 +824,30 @@ static int t_wire_unlock_latch(void)
 static int t_wire_renewal_batch(void)
 {
     struct reply r;
-    struct tap tap;
+    struct tap *tap = NULL;
     char n[3][128];
     for (int i = 0; i < 3; i++) {
         new_name(n[i], sizeof n[i], "renewal_batch");
     }
-    CHECK(tap_start(&tap) == 0, "MONITOR");
+    CHECK((tap = tap_new()) != NULL, "MONITOR");
     for (int i = 0; i < 3; i++) {
         JOK(&r, "w1", "lock %s -1", n[i]);
     }
-    long from = tap_mark(&tap); /* renewals only: after the acquires */
+    long from = tap_mark(tap); /* renewals only: after the acquires */
     sleep_ms(JWD / 3 * 5 / 2);
     for (int i = 0; i < 3; i++) {
         CHECK_RANGE(r_int("PTTL %s", n[i]), 1, JWD);
     }
-    long to = tap_mark(&tap);
+    long to = tap_mark(tap);
     CHECK(from >= 0 && to >= 0, "MONITOR marker");
     for (int i = 0; i < 3; i++) {
         JOK(&r, "w1", "unlock %s", n[i]);
     }
-    CHECK(tap_stop(&tap) == 0, "MONITOR marker");
+    CHECK(tap_stop(tap) == 0, "MONITOR marker");
     int batched = 0, single = 0;
     for (size_t i = (size_t)from; i < (size_t)to; i++) {
         char a[12][160];
-        int argc = tap_args(tap.lines[i], a, 12);
+        int argc = tap_args(tap->lines[i], a, 12);
         if (argc < 4 || (strcasecmp(a[0], "evalsha") != 0 && strcasecmp(a[0], "eval") != 0)) {
             continue;
         }
@@ -876,7 +876,7 @@ static int t_wire_renewal_batch(void)
         CHECK_INT(batched, 0);
         CHECK(single >= 3, "expected per-lock renewal calls, saw %d", single);
     }
-    tap_free(&tap);
+    tap_free(tap);
     return 0;
 }
 

@@ -69,12 +69,17 @@ for spec in "$@"; do
 done
 
 dir=$(mktemp -d "${TMPDIR:-/tmp}/rlock-interop.XXXXXX")
-cleanup() { sh scripts/redis-server.sh stop "$dir"; }
+status=1
+# The server's directory (its log, the agents' stderr) stays after a failure.
+cleanup() {
+    sh scripts/redis-server.sh stop "$dir"
+    if [ "$status" -eq 0 ]; then rm -rf "$dir"; else echo "interop: logs in $dir"; fi
+}
 trap cleanup EXIT INT TERM
 port=$(sh scripts/redis-server.sh start "$dir")
-echo "interop: redis-server on 127.0.0.1:$port (logs in $dir)"
+echo "interop: redis-server on 127.0.0.1:$port"
 
-status=0
+failed=0
 for spec in "$@"; do
     v=${spec%%:*}
     agent_only=""
@@ -83,8 +88,8 @@ for spec in "$@"; do
     redis-cli -h 127.0.0.1 -p "$port" flushall >/dev/null
     # shellcheck disable=SC2086
     INTEROP_AGENT_ONLY=$agent_only INTEROP_AGENT_LOG="$dir/agent-$v.log" "$B/interop/interop" "redis://127.0.0.1:$port" \
-        "$out/classes:$(cat "$out/classpath.txt")" "$v" ${INTEROP_TESTS:-} || status=1
+        "$out/classes:$(cat "$out/classpath.txt")" "$v" ${INTEROP_TESTS:-} || failed=1
 done
+status=$failed
 echo "interop: $(( $(date +%s) - start )) s, Redisson $*: $([ $status -eq 0 ] && echo all passed || echo FAILED)"
-[ $status -eq 0 ] && rm -rf "$dir/"*.log 2>/dev/null || true
 exit $status
