@@ -239,11 +239,11 @@ fuzz: deps
 # it. docs-check verifies that the porting guide's Java blocks stand in
 # test/interop (needs only python3).
 REDISSON_VERSIONS ?= 4.7.0 3.52.0 3.43.0 3.23.5:agent-only
-INTEROP_SRC := test/interop/interop.c test/interop/driver.c
+INTEROP_SRC := $(wildcard test/interop/*.c)
 
 .PHONY: interop interop-docs-check
 
-$(B)/interop/interop: $(INTEROP_SRC) test/interop/driver.h $(B)/librlock.a include/rlock.h
+$(B)/interop/interop: $(INTEROP_SRC) $(wildcard test/interop/*.h) $(B)/librlock.a include/rlock.h
 	@mkdir -p $(B)/interop
 	$(CC) $(ALL_CFLAGS) -Itest/interop -o $@ $(INTEROP_SRC) $(B)/librlock.a \
 	  $(ALL_LDFLAGS) $(RL_LDLIBS)
