@@ -380,3 +380,32 @@ deb: deps
 	@sh scripts/deps.sh debhelper dpkg-dev fakeroot lintian
 	sh scripts/build-deb.sh $(B)/deb
 # ---- end packaging --------------------------------------------------------
+
+# ---- interop with real Redisson -----------------------------------------
+# make interop: the tests of test/interop against real Redisson from Maven
+# Central, all on one throwaway redis-server: the newest 4.x and 3.x, 3.43.0
+# (last without batched renewal) and 3.23.5 (last without the unlock latch;
+# agent-only: older than the porting guide's Java). Needs Java 17+ and
+# Maven (it says so and fails when they are missing); make check never runs
+# it. docs-check verifies that the porting guide's Java blocks stand in
+# test/interop (needs only python3).
+REDISSON_VERSIONS ?= 4.7.0 3.52.0 3.43.0 3.23.5:agent-only
+INTEROP_SRC := $(wildcard test/interop/*.c)
+
+.PHONY: interop interop-docs-check
+
+$(B)/interop/interop: $(INTEROP_SRC) $(wildcard test/interop/*.h) $(B)/librlock.a include/rlock.h
+	@mkdir -p $(B)/interop
+	$(CC) $(ALL_CFLAGS) -Itest/interop -o $@ $(INTEROP_SRC) $(B)/librlock.a \
+	  $(ALL_LDFLAGS) $(RL_LDLIBS)
+
+interop: deps
+	@sh test/interop/run.sh --check-tools
+	$(MAKE) $(B)/interop/interop
+	sh test/interop/run.sh $(B) $(REDISSON_VERSIONS)
+
+interop-docs-check:
+	@if command -v python3 >/dev/null; then python3 test/interop/check-java-excerpts.py; \
+	else echo "interop-docs-check: python3 not found, skipped"; fi
+
+docs-check: interop-docs-check

@@ -1,0 +1,63 @@
+/*
+ * Shared by the interop tests (interop.c, locks.c, wire.c): the two sides,
+ * naming, and checks of what Redis holds. See interop.c.
+ */
+#ifndef INTEROP_H
+#define INTEROP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "driver.h"
+
+extern struct agent J;      /* the Java side */
+extern rlock_client *C;     /* the C side */
+extern int64_t JWD, CWD;    /* watchdog timeouts: Java's, C's (distinct) */
+extern const char *VERSION; /* Redisson version of the agent */
+
+/* A fresh lock name per use: no test sees another's keys or channels. */
+void new_name(char *buf, size_t n, const char *test);
+void channel_of(const char *name, char *buf, size_t n);
+/* The owner field of thread tid of the C client. */
+void c_field(uint64_t tid, char *buf, size_t n);
+/* Waits until at least n connections subscribe to the lock's channel. */
+int wait_subscribers(const char *name, long long n);
+/* The owner field of a Java worker thread ("whoami"). */
+int java_field(const char *worker, char *buf, size_t n);
+
+/* Calls the agent and requires an "ok" reply. */
+#define JOK(r, worker, ...)                                                   \
+    do {                                                                      \
+        CHECK(agent_call(&J, (r), (worker), __VA_ARGS__) == 0, "agent call"); \
+        CHECK((r)->ok, "agent %s: %s", #__VA_ARGS__, (r)->text);              \
+    } while (0)
+
+/* Requires the lock hash to hold exactly one field, with this count. */
+#define CHECK_HOLD(name, field, count)                                      \
+    do {                                                                    \
+        char f_[160] = "";                                                  \
+        long long v_ = 0;                                                   \
+        int n_ = r_fields((name), f_, sizeof f_, &v_);                      \
+        CHECK(n_ == 1, "HGETALL %s: expected 1 field, got %d", (name), n_); \
+        CHECK_STR(f_, (field));                                             \
+        CHECK_INT(v_, (count));                                             \
+    } while (0)
+
+/* The tests: 0 passed, -1 failed (a CHECK printed why). */
+int t_reentry_java(void);
+int t_reentry_c(void);
+int t_lease_reentry(void);
+int t_wake_java_to_c(void);
+int t_wake_c_to_java(void);
+int t_lease_expiry(void);
+int t_force_java_wakes_c(void);
+int t_force_c_wakes_java(void);
+int t_lock_lost(void);
+int t_watchdog_turns(void);
+int t_mutex_mixed(void);
+int t_wire_unlock_latch(void);
+int t_wire_renewal_batch(void);
+int t_porting_guide(void);
+
+#endif
