@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * port_interruptible — an alternative to lockInterruptibly(), in C.
+ * port_interruptible — lockInterruptibly(), in C.
  *
  * The Java this ports (Redisson):
  *
@@ -11,11 +11,12 @@
  *         // another thread called worker.interrupt(): give up waiting
  *     }
  *
- * C threads have no interrupt. rlock has no lock_interruptibly() (yet);
- * instead wait in bounded slices with rlock_try_lock() and check a flag of
- * your own between slices. A cancel is noticed within one slice; each slice
- * is still woken at once by an unlock, so no latency is added when the
- * lock comes free.
+ * C threads have no interrupt; rlock has cancellation tokens instead
+ * (since 0.2). The waiting thread passes a token to rlock_lock_ex(); any
+ * other thread calls rlock_cancel_fire() on it, and the wait returns
+ * RLOCK_ECANCELED at once, without the lock. worker.interrupt() becomes
+ * rlock_cancel_fire(token); Thread.interrupted() clearing the flag becomes
+ * rlock_cancel_reset(token).
  *
  * Usage: port_interruptible [redis-url]
  * The URL comes from argv[1], else $RLOCK_URL, else redis://127.0.0.1:6379.
@@ -23,7 +24,6 @@
  */
 #include <pthread.h>
 #include <rlock.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -43,34 +43,18 @@ static void sleep_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
-/* How long one slice waits before the cancel flag is checked again. */
-#define SLICE_MS 100
-
-/* Like lockInterruptibly(): RLOCK_OK when acquired, RLOCK_EBUSY when
- * *cancel was set before the lock came free, or any rlock_lock() status. */
-static rlock_status lock_cancellable(rlock *lock, int64_t lease_ms, atomic_bool *cancel)
-{
-    for (;;) {
-        if (atomic_load(cancel)) {
-            return RLOCK_EBUSY;
-        }
-        rlock_status st = rlock_try_lock(lock, SLICE_MS, lease_ms);
-        if (st != RLOCK_EBUSY) {
-            return st;
-        }
-    }
-}
-
 struct worker {
     rlock *lock;
-    atomic_bool cancel;
+    rlock_cancel *cancel; /* the worker's "interrupt" */
     rlock_status result;
 };
 
 static void *worker_main(void *arg)
 {
     struct worker *w = arg;
-    w->result = lock_cancellable(w->lock, RLOCK_WATCHDOG, &w->cancel);
+    /* lock.lockInterruptibly(): wait as long as it takes, unless cancelled
+     * (RLOCK_ECANCELED, the lock not taken). */
+    w->result = rlock_lock_ex(w->lock, RLOCK_WAIT_FOREVER, RLOCK_WATCHDOG, w->cancel, NULL);
     if (w->result == RLOCK_OK) {
         printf("worker: got the lock, draining the queue\n");
         w->result = rlock_unlock(w->lock);
@@ -87,7 +71,7 @@ int main(int argc, char **argv)
     rlock_status st;
     bool held = false;
     pthread_t t;
-    struct worker w;
+    struct worker w = {NULL, NULL, RLOCK_EINVAL};
 
     rlock_config_init(&cfg);
     cfg.url = example_url(argc, argv);
@@ -107,24 +91,28 @@ int main(int argc, char **argv)
         goto cleanup;
     }
     held = true;
+    st = rlock_cancel_new(&w.cancel);
+    if (st != RLOCK_OK) {
+        fprintf(stderr, "rlock_cancel_new: %s\n", rlock_strerror(st));
+        goto cleanup;
+    }
 
     /* Round 1: the worker waits, then is "interrupted". */
     w.lock = lock;
-    atomic_init(&w.cancel, false);
     w.result = RLOCK_EINVAL;
     if (pthread_create(&t, NULL, worker_main, &w) != 0) {
         goto cleanup;
     }
     sleep_ms(300);
-    atomic_store(&w.cancel, true); /* worker.interrupt() */
+    rlock_cancel_fire(w.cancel); /* worker.interrupt() */
     pthread_join(t, NULL);
     printf("round 1 (cancelled): %s\n", rlock_status_name(w.result));
-    if (w.result != RLOCK_EBUSY) {
+    if (w.result != RLOCK_ECANCELED) {
         goto cleanup;
     }
 
     /* Round 2: the worker waits, and gets the lock when main unlocks. */
-    atomic_store(&w.cancel, false);
+    rlock_cancel_reset(w.cancel);
     w.result = RLOCK_EINVAL;
     if (pthread_create(&t, NULL, worker_main, &w) != 0) {
         goto cleanup;
@@ -146,5 +134,6 @@ cleanup:
     }
     rlock_free(lock);
     rlock_client_free(client);
+    rlock_cancel_free(w.cancel);
     return rc;
 }
