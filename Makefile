@@ -99,6 +99,13 @@ $(B)/test/%: test/%.c test/harness.c test/harness.h $(B)/librlock.a $(CRIT_DEPS)
 	$(CC) $(ALL_CFLAGS) $(CRIT_CFLAGS) -Itest -o $@ $< test/harness.c $(B)/librlock.a \
 	  $(ALL_LDFLAGS) $(RL_LDLIBS) $(CRIT_LIBS)
 
+# test_chaos also links the fault-injecting TCP proxy (test/proxy.c).
+$(B)/test/test_chaos: test/test_chaos.c test/proxy.c test/proxy.h test/harness.c test/harness.h \
+  $(B)/librlock.a $(CRIT_DEPS)
+	@mkdir -p $(B)/test
+	$(CC) $(ALL_CFLAGS) $(CRIT_CFLAGS) -Itest -o $@ $< test/proxy.c test/harness.c \
+	  $(B)/librlock.a $(ALL_LDFLAGS) $(RL_LDLIBS) $(CRIT_LIBS)
+
 # Everything below installs missing Debian packages first.
 deps:
 	@sh scripts/deps.sh
