@@ -327,7 +327,7 @@ static void section_body(worker *w, section *s, rlock *l, int idx, int depth, in
         freeReplyObject(g);
     }
     for (int lvl = 2; lvl <= depth && !quit; lvl++) {
-        if (!hold(s, rnd(&w->rng, 0, ms(80)))) {
+        if (!hold(s, rnd(&w->rng, 0, ms(30)))) {
             quit = true;
             break;
         }
@@ -353,19 +353,23 @@ static void section_body(worker *w, section *s, rlock *l, int idx, int depth, in
     }
     /* Mostly short, sometimes longer than any lease. */
     int64_t r = rnd(&w->rng, 0, 99);
-    int64_t len = r < 70 ? rnd(&w->rng, 0, 300) : r < 95 ? rnd(&w->rng, 300, 1200)
-                                                         : rnd(&w->rng, 1200, 3000);
+    int64_t len = r < 75 ? rnd(&w->rng, 0, 60) : r < 96 ? rnd(&w->rng, 60, 500)
+                                                        : rnd(&w->rng, 800, 2500);
     if (!quit && !hold(s, ms(len))) {
         quit = true;
     }
     while (!quit && held > 1) {
-        if (!hold(s, rnd(&w->rng, 0, ms(60)))) {
+        if (!hold(s, rnd(&w->rng, 0, ms(30)))) {
             quit = true;
             break;
         }
         rlock_status st = unlock_retry(w, l, s, OP_UNLOCK, 'U');
         if (st == RLOCK_OK) {
             held--;
+            /* The outer levels' work goes on after an inner release. */
+            if (!hold(s, rnd(&w->rng, 0, ms(150)))) {
+                quit = true;
+            }
         } else {
             tell(s, st == RLOCK_ELOST || st == RLOCK_ENOTOWNER ? TOLD_LOST : TOLD_GAVE_UP);
             if (st == RLOCK_ELOST || st == RLOCK_ENOTOWNER) {
@@ -1262,6 +1266,19 @@ Test(chaos, no_overlap_that_no_holder_was_told_of)
            rp.overlaps, rp.excused, rp.count[V_OVERLAP], rp.witnesses, rp.count[V_UNLOCK_OK],
            rp.left_behind, rp.counter_bad, rp.inconsistent, cx.worker_failures, cx.hung);
     print_verdicts(&rp);
+    if (getenv("RLOCK_CHAOS_VERBOSE")) {
+        printf("  sections with a status other than RLOCK_OK:\n");
+        for (int i = 0; i < n; i++) {
+            section *s = &sh->secs[i];
+            int ne = atomic_load(&s->nev);
+            for (int e = 0; e < ne && e < EVMAX; e++) {
+                if (s->ev[e].st != RLOCK_OK) {
+                    print_section(&rp, i);
+                    break;
+                }
+            }
+        }
+    }
     fflush(stdout);
     int bad = rp.count[V_OVERLAP] + rp.count[V_UNLOCK_OK] + rp.left_behind + rp.counter_bad +
               rp.inconsistent + cx.worker_failures + cx.hung;
