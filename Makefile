@@ -196,16 +196,21 @@ clean:
 
 # ---- soak and fuzz ------------------------------------------------------
 # make soak: the stress tests for RLOCK_STRESS_SECONDS each (default 300)
-# and the fault tests SOAK_ROUNDS times, against a throwaway server.
+# and the fault tests SOAK_ROUNDS times, against a throwaway server; then
+# the randomized fault test for RLOCK_CHAOS_SECONDS (default 300) on its
+# own private server (RLOCK_CHAOS_SEED=<seed> replays a failure's seed).
 RLOCK_STRESS_SECONDS ?= 300
+RLOCK_CHAOS_SECONDS ?= 300
 SOAK_ROUNDS ?= 5
 
 soak: deps
-	$(MAKE) $(B)/test/test_stress $(B)/test/test_faults
+	$(MAKE) $(B)/test/test_stress $(B)/test/test_faults $(B)/test/test_chaos
 	RLOCK_STRESS_SECONDS=$(RLOCK_STRESS_SECONDS) sh scripts/with-redis.sh \
 	  $(B)/test/test_stress --jobs 1 --timeout $$(( $(RLOCK_STRESS_SECONDS) * 2 + 120 ))
 	i=0; while [ $$i -lt $(SOAK_ROUNDS) ]; do i=$$((i + 1)); echo "=== faults round $$i"; \
 	  sh scripts/with-redis.sh $(B)/test/test_faults --jobs 2 --timeout 120 || exit 1; done
+	RLOCK_CHAOS_SECONDS=$(RLOCK_CHAOS_SECONDS) $(B)/test/test_chaos --jobs 1 \
+	  --timeout $$(( $(RLOCK_CHAOS_SECONDS) + 180 ))
 
 # make fuzz: libFuzzer targets built with clang straight from the sources
 # (internal functions are hidden in the library), each run FUZZ_TIME

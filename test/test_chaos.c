@@ -908,6 +908,13 @@ static int64_t min64(int64_t a, int64_t b)
 
 static void effective_told(report *rp, int n)
 {
+    int *stops = malloc(sizeof(int) * (size_t)(cx.nfaults + 1)), nstops = 0;
+    cr_assert(stops != NULL);
+    for (int f = 0; f < cx.nfaults; f++) {
+        if (cx.faults[f].kind == F_STOP) {
+            stops[nstops++] = f;
+        }
+    }
     for (int i = 0; i < n; i++) {
         section *s = &sh->secs[i];
         int64_t t = atomic_load(&s->told_ns);
@@ -919,10 +926,9 @@ static void effective_told(report *rp, int n)
             t = min64(t, s->lease_until);
         }
         rp->paused[i] = false;
-        for (int f = 0; f < cx.nfaults; f++) {
-            fault *x = &cx.faults[f];
-            if (x->kind == F_STOP && x->slot == s->proc && x->t0 < s->end_ns &&
-                x->t1 > s->call_ns) {
+        for (int f = 0; f < nstops; f++) {
+            fault *x = &cx.faults[stops[f]];
+            if (x->slot == s->proc && x->t0 < s->end_ns && x->t1 > s->call_ns) {
                 rp->paused[i] = true;
                 t = min64(t, x->t0);
             }
@@ -930,6 +936,7 @@ static void effective_told(report *rp, int n)
         rp->paused_n += rp->paused[i];
         rp->told[i] = t;
     }
+    free(stops);
 }
 
 static void verdict_add(report *rp, int kind, int a, int b, int64_t at)
@@ -1083,7 +1090,7 @@ static const char *hint(const section *s, int64_t at)
                "says, and the lock was free before the holder heard of it";
     }
     if (reentry_unknown) {
-        return "a re-entry of unknown outcome preceded the loss";
+        return "a re-entry of unknown outcome (ETIMEDOUT/EIO) came before the overlap";
     }
     if (!error) {
         return "no error at all before the overlap: the hold vanished from Redis (lease ran "
