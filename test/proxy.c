@@ -18,8 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define TP_MAX 64      /* relayed connections per proxy */
-#define TP_BUF 65536   /* one read */
+#define TP_MAX 64    /* relayed connections per proxy */
+#define TP_BUF 65536 /* one read */
 #define TP_NEEDLE 64
 
 typedef struct chunk {

@@ -71,9 +71,9 @@
 #include "harness.h"
 #include "proxy.h"
 
-#define LANES 4     /* worker processes alive at once */
-#define THREADS 4   /* threads per worker */
-#define NAMES 3     /* lock names, all contended */
+#define LANES 4      /* worker processes alive at once */
+#define THREADS 4    /* threads per worker */
+#define NAMES 3      /* lock names, all contended */
 #define MAX_PROCS 64 /* process slots, respawns included */
 #define MAX_SECS (1 << 17)
 #define MAX_FAULTS 16384
@@ -88,9 +88,12 @@ static const char *const op_name[OP_N] = {"lock", "re-entry", "inner unlock", "o
                                           "cleanup unlock"};
 
 enum told { TOLD_NONE, TOLD_CALLBACK, TOLD_BUSY, TOLD_LOST, TOLD_GAVE_UP, TOLD_KILLED, TOLD_N };
-static const char *const told_name[TOLD_N] = {
-    "not told", "on_lock_lost", "re-entry EBUSY", "inner unlock ELOST/ENOTOWNER",
-    "inner unlock failed", "process killed"};
+static const char *const told_name[TOLD_N] = {"not told",
+                                              "on_lock_lost",
+                                              "re-entry EBUSY",
+                                              "inner unlock ELOST/ENOTOWNER",
+                                              "inner unlock failed",
+                                              "process killed"};
 
 enum cas { CAS_NONE, CAS_OK, CAS_CONFLICT, CAS_UNKNOWN };
 
@@ -106,12 +109,12 @@ typedef struct event {
 typedef struct section {
     atomic_int ready; /* set last: the fields below are written */
     int32_t proc, thread, name, depth;
-    int64_t call_ns;       /* outermost lock call started */
-    int64_t start_ns;      /* it returned RLOCK_OK */
-    int64_t end_ns;        /* outermost unlock call started / gave up / killed */
-    int64_t last_lock_ns;  /* latest successful lock call returned */
-    int64_t lease_until;   /* explicit lease: runs out no earlier; NEVER */
-    int64_t unknown_ns;    /* latest lock call of unknown outcome of this thread+name */
+    int64_t call_ns;      /* outermost lock call started */
+    int64_t start_ns;     /* it returned RLOCK_OK */
+    int64_t end_ns;       /* outermost unlock call started / gave up / killed */
+    int64_t last_lock_ns; /* latest successful lock call returned */
+    int64_t lease_until;  /* explicit lease: runs out no earlier; NEVER */
+    int64_t unknown_ns;   /* latest lock call of unknown outcome of this thread+name */
     int64_t cas_sent_ns;
     atomic_llong told_ns; /* NEVER: not told */
     atomic_int told_how;
@@ -353,8 +356,9 @@ static void section_body(worker *w, section *s, rlock *l, int idx, int depth, in
     }
     /* Mostly short, sometimes longer than any lease. */
     int64_t r = rnd(&w->rng, 0, 99);
-    int64_t len = r < 75 ? rnd(&w->rng, 0, 60) : r < 96 ? rnd(&w->rng, 60, 500)
-                                                        : rnd(&w->rng, 800, 2500);
+    int64_t len = r < 75   ? rnd(&w->rng, 0, 60)
+                  : r < 96 ? rnd(&w->rng, 60, 500)
+                           : rnd(&w->rng, 800, 2500);
     if (!quit && !hold(s, ms(len))) {
         quit = true;
     }
@@ -391,8 +395,8 @@ static void section_body(worker *w, section *s, rlock *l, int idx, int depth, in
             snprintf(next, sizeof next, "%lld %d", count + 1, idx);
             s->cas_sent_ns = now_ns();
             s->cas = CAS_UNKNOWN;
-            redisReply *c = ctr_cmd(w, "EVAL %s 1 %s %s %s", cas_script, sh->counters[k], seen,
-                                    next);
+            redisReply *c =
+                ctr_cmd(w, "EVAL %s 1 %s %s %s", cas_script, sh->counters[k], seen, next);
             if (c && c->type == REDIS_REPLY_INTEGER && c->integer == 1) {
                 s->cas = CAS_OK;
                 ev_add(s, 'S', RLOCK_OK);
@@ -575,9 +579,8 @@ static const char *const fault_name[F_N] = {
     "CLIENT PAUSE",      "server restart",      "SIGSTOP",    "SIGKILL"};
 /* Names for RLOCK_CHAOS_FAULTS, a comma-separated subset to inject (all by
  * default), for narrowing a failure down. */
-static const char *const fault_key[F_N] = {"reply-delay", "request-delay", "drop", "cut",
-                                           "sleep",       "pause",         "restart", "stop",
-                                           "kill"};
+static const char *const fault_key[F_N] = {"reply-delay", "request-delay", "drop", "cut", "sleep",
+                                           "pause",       "restart",       "stop", "kill"};
 static int fault_weight[F_N] = {30, 14, 8, 10, 10, 8, 5, 13, 8};
 
 static void fault_select(void)
@@ -893,8 +896,8 @@ typedef struct verdict {
 } verdict;
 
 typedef struct report {
-    int64_t *told;  /* per section: when its holder was told, or excused */
-    bool *paused;   /* per section: its process was stopped during it */
+    int64_t *told; /* per section: when its holder was told, or excused */
+    bool *paused;  /* per section: its process was stopped during it */
     verdict v[64];
     int nv, count[V_N];
     int overlaps, excused, witnesses, inconsistent, left_behind, counter_bad;
@@ -1077,8 +1080,8 @@ static const char *hint(const section *s, int64_t at)
     int ne = atomic_load(&((section *)s)->nev);
     for (int e = 0; e < ne && e < EVMAX; e++) {
         const event *x = &s->ev[e];
-        if (s->call_ns + (int64_t)x->at_ms * 1000000 > at || x->st == RLOCK_OK ||
-            x->what == 'G' || x->what == 'S') {
+        if (s->call_ns + (int64_t)x->at_ms * 1000000 > at || x->st == RLOCK_OK || x->what == 'G' ||
+            x->what == 'S') {
             continue;
         }
         error = true;
@@ -1144,8 +1147,8 @@ static int left_behind(void)
                         thread = t;
                     }
                 }
-                printf(" %s=%s (process slot %d thread %d)", owner, rep->element[e + 1]->str,
-                       slot, thread);
+                printf(" %s=%s (process slot %d thread %d)", owner, rep->element[e + 1]->str, slot,
+                       thread);
                 for (int i = atomic_load(&sh->nsec) - 1; thread >= 0 && i >= 0; i--) {
                     section *s = &sh->secs[i < MAX_SECS ? i : MAX_SECS - 1];
                     if (s->proc == slot && s->thread == thread && s->name == k) {
@@ -1347,8 +1350,8 @@ Test(chaos, no_overlap_that_no_holder_was_told_of)
     }
     printf("not told %d; stopped during the section %d; explicit lease ran out %d; "
            "on_lock_lost calls %llu (%llu for no open section)\n",
-           rp.told_by[TOLD_NONE], rp.paused_n, rp.lease_ran_out,
-           (unsigned long long)sh->callbacks, (unsigned long long)sh->stale_callbacks);
+           rp.told_by[TOLD_NONE], rp.paused_n, rp.lease_ran_out, (unsigned long long)sh->callbacks,
+           (unsigned long long)sh->stale_callbacks);
     for (int op = 0; op < OP_N; op++) {
         printf("  %s:", op_name[op]);
         for (int st = 0; st <= NST; st++) {
@@ -1391,7 +1394,7 @@ Test(chaos, no_overlap_that_no_holder_was_told_of)
               "seed %llu: %d untold overlap(s), %d unlock(s) OK after a loss, %d hold(s) left "
               "behind, %d wrong counter(s), %d inconsistent record(s), %d failed and %d hung "
               "worker(s); replay with RLOCK_CHAOS_SEED=%llu",
-              (unsigned long long)seed, rp.count[V_OVERLAP], rp.count[V_UNLOCK_OK],
-              rp.left_behind, rp.counter_bad, rp.inconsistent, cx.worker_failures, cx.hung,
+              (unsigned long long)seed, rp.count[V_OVERLAP], rp.count[V_UNLOCK_OK], rp.left_behind,
+              rp.counter_bad, rp.inconsistent, cx.worker_failures, cx.hung,
               (unsigned long long)seed);
 }
