@@ -1154,8 +1154,8 @@ static int left_behind(void)
                         thread = t;
                     }
                 }
-                printf(" %s=%s (process slot %d thread %d)", owner, rep->element[e + 1]->str, slot,
-                       thread);
+                printf(" %s=%s (process slot %d thread %d)\n", owner, rep->element[e + 1]->str,
+                       slot, thread);
                 /* Its last section on the name, and the last one that saw an
                  * error, where the stray hold most likely began. */
                 bool last = true;
@@ -1171,7 +1171,7 @@ static int left_behind(void)
                             s->ev[e].st != RLOCK_OK && s->ev[e].what != 'G' && s->ev[e].what != 'S';
                     }
                     if (last || error) {
-                        printf("\n    %s section on the name, %d, at %.1f ms, outer unlock %s:",
+                        printf("    %s section on the name, %d, at %.1f ms, outer unlock %s:",
                                last ? "its last" : "its last with an error", i, rel_ms(s->start_ns),
                                s->final_st < 0 ? "not reached"
                                                : rlock_status_name((rlock_status)s->final_st));
@@ -1183,7 +1183,6 @@ static int left_behind(void)
                     last = false;
                 }
             }
-            printf("\n");
         }
         if (rep) {
             freeReplyObject(rep);
