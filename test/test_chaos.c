@@ -44,15 +44,20 @@
  *    last writer's write landed inside this section: that pair must be an
  *    overlapping pair of check 1 (a "counter witness"); otherwise the
  *    recording is wrong and the test fails.
- * 4. Left behind: once every worker has finished (their clients still
- *    open, no faults), after the longest lease no lock key may remain; a
- *    hold still there is kept alive by a watchdog for a thread that
- *    believes it let go (e.g. an unlock that failed during LOADING).
+ * 4. Left behind: the run ends with one more restart and a few calm
+ *    seconds; once every worker has finished (clients still open), after
+ *    the longest lease no lock key may remain: a hold still there is kept
+ *    alive by a watchdog for a thread that believes it let go (e.g. an
+ *    unlock that met LOADING and returned RLOCK_EREDIS).
  *
  * The seed is printed first; RLOCK_CHAOS_SEED=<seed> replays its fault
  * schedule and the workers' choices (timing still varies), and
  * RLOCK_CHAOS_SECONDS sets the length (20 s by default; make soak runs
- * longer). Library timeouts and section lengths scale with th_ms(). */
+ * longer; 8 s under sanitizers or RLOCK_TEST_WRAPPER), RLOCK_CHAOS_FAULTS
+ * a comma-separated subset of the fault kinds (fault_key below), and
+ * RLOCK_CHAOS_VERBOSE=1 lists every section that saw an error. Library
+ * timeouts, leases and section lengths scale with the test time multiplier
+ * (th_time_multiplier()), so instrumented runs keep their proportions. */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
