@@ -119,6 +119,20 @@ $(B)/test-lite/%: test/%.c test/harness.c test/harness.h $(B)/librlock.a test/li
 	$(CC) $(ALL_CFLAGS) -O0 -Itest/lite -Itest -o $@ $< test/harness.c test/lite/runner.c \
 	  $(B)/librlock.a $(ALL_LDFLAGS) $(RL_LDLIBS)
 
+# test_chaos also links the fault-injecting TCP proxy (test/proxy.c).
+$(B)/test/test_chaos: test/test_chaos.c test/proxy.c test/proxy.h test/harness.c test/harness.h \
+  $(B)/librlock.a $(CRIT_DEPS)
+	@mkdir -p $(B)/test
+	$(CC) $(ALL_CFLAGS) $(CRIT_CFLAGS) -Itest -o $@ $< test/proxy.c test/harness.c \
+	  $(B)/librlock.a $(ALL_LDFLAGS) $(RL_LDLIBS) $(CRIT_LIBS)
+
+$(B)/test-lite/test_chaos: test/test_chaos.c test/proxy.c test/proxy.h test/harness.c \
+  test/harness.h $(B)/librlock.a test/lite/runner.c test/lite/criterion/criterion.h
+	@mkdir -p $(B)/test-lite
+	$(CC) $(ALL_CFLAGS) -O0 -Itest/lite -Itest -o $@ $< test/proxy.c test/harness.c \
+	  test/lite/runner.c $(B)/librlock.a $(ALL_LDFLAGS) $(RL_LDLIBS)
+
+
 # Everything below installs missing Debian packages first.
 deps:
 	@sh scripts/deps.sh
@@ -221,16 +235,21 @@ clean:
 
 # ---- soak and fuzz ------------------------------------------------------
 # make soak: the stress tests for RLOCK_STRESS_SECONDS each (default 300)
-# and the fault tests SOAK_ROUNDS times, against a throwaway server.
+# and the fault tests SOAK_ROUNDS times, against a throwaway server; then
+# the randomized fault test for RLOCK_CHAOS_SECONDS (default 300) on its
+# own private server (RLOCK_CHAOS_SEED=<seed> replays a failure's seed).
 RLOCK_STRESS_SECONDS ?= 300
+RLOCK_CHAOS_SECONDS ?= 300
 SOAK_ROUNDS ?= 5
 
 soak: deps
-	$(MAKE) $(B)/test/test_stress $(B)/test/test_faults
+	$(MAKE) $(B)/test/test_stress $(B)/test/test_faults $(B)/test/test_chaos
 	RLOCK_STRESS_SECONDS=$(RLOCK_STRESS_SECONDS) sh scripts/with-redis.sh \
 	  $(B)/test/test_stress --jobs 1 --timeout $$(( $(RLOCK_STRESS_SECONDS) * 2 + 120 ))
 	i=0; while [ $$i -lt $(SOAK_ROUNDS) ]; do i=$$((i + 1)); echo "=== faults round $$i"; \
 	  sh scripts/with-redis.sh $(B)/test/test_faults --jobs 2 --timeout 120 || exit 1; done
+	RLOCK_CHAOS_SECONDS=$(RLOCK_CHAOS_SECONDS) $(B)/test/test_chaos --jobs 1 \
+	  --timeout $$(( $(RLOCK_CHAOS_SECONDS) + 180 ))
 
 # make fuzz: libFuzzer targets built with clang straight from the sources
 # (internal functions are hidden in the library), each run FUZZ_TIME

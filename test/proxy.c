@@ -1,0 +1,360 @@
+/* The fault-injecting TCP proxy of proxy.h. Each relayed connection has a
+ * queue per direction; data is written on as soon as its release time has
+ * come and nothing older waits before it. Commands from other threads are
+ * atomics (and a mutex for the needle), and a pipe wakes the relay thread
+ * so a drop or a new delay takes effect at once. */
+#include "proxy.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TP_MAX 64    /* relayed connections per proxy */
+#define TP_BUF 65536 /* one read */
+#define TP_NEEDLE 64
+
+typedef struct chunk {
+    struct chunk *next;
+    int64_t at; /* release time, CLOCK_MONOTONIC ms */
+    size_t len, off;
+    char data[];
+} chunk;
+
+typedef struct queue {
+    chunk *head, *tail;
+} queue;
+
+typedef struct conn {
+    int fd[2]; /* [TP_REQUESTS]: client side, read for requests; [TP_REPLIES]: server side */
+    queue q[2];
+    bool cut_armed; /* close when the server next answers */
+} conn;
+
+struct tp_proxy {
+    int lfd, port, target;
+    int wake[2];
+    pthread_t th;
+    bool started;
+    atomic_bool stop;
+    atomic_llong delay_until[2], delay_ms[2];
+    atomic_uint drop_gen;
+    atomic_bool cut_wanted;
+    pthread_mutex_t mu;
+    char needle[TP_NEEDLE];
+    atomic_ullong accepted, cuts;
+    conn c[TP_MAX];
+    int n;
+    char buf[TP_BUF];
+};
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void wake(tp_proxy *p)
+{
+    char b = 1;
+    ssize_t r = write(p->wake[1], &b, 1);
+    (void)r; /* a full pipe already wakes the thread */
+}
+
+static int tcp_connect(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+/* Writes what is due from q to fd. false: the peer is gone. */
+static bool flush_due(queue *q, int fd, int64_t now)
+{
+    while (q->head && q->head->at <= now) {
+        chunk *k = q->head;
+        while (k->off < k->len) {
+            ssize_t w = send(fd, k->data + k->off, k->len - k->off, MSG_NOSIGNAL);
+            if (w < 0 && errno == EINTR) {
+                continue;
+            }
+            if (w <= 0) {
+                return false;
+            }
+            k->off += (size_t)w;
+        }
+        q->head = k->next;
+        if (!q->head) {
+            q->tail = NULL;
+        }
+        free(k);
+    }
+    return true;
+}
+
+static bool enqueue(queue *q, const char *b, size_t n, int64_t at)
+{
+    chunk *k = malloc(sizeof *k + n);
+    if (!k) {
+        return false;
+    }
+    if (q->tail && q->tail->at > at) {
+        at = q->tail->at; /* keep the byte order */
+    }
+    k->next = NULL;
+    k->at = at;
+    k->len = n;
+    k->off = 0;
+    memcpy(k->data, b, n);
+    if (q->tail) {
+        q->tail->next = k;
+    } else {
+        q->head = k;
+    }
+    q->tail = k;
+    return true;
+}
+
+static void queue_clear(queue *q)
+{
+    while (q->head) {
+        chunk *k = q->head;
+        q->head = k->next;
+        free(k);
+    }
+    q->tail = NULL;
+}
+
+static void conn_close(tp_proxy *p, int i)
+{
+    close(p->c[i].fd[0]);
+    close(p->c[i].fd[1]);
+    queue_clear(&p->c[i].q[0]);
+    queue_clear(&p->c[i].q[1]);
+    p->n--;
+    p->c[i] = p->c[p->n];
+    memset(&p->c[p->n], 0, sizeof p->c[p->n]);
+}
+
+/* Reads from side d of connection i and queues it for the other side.
+ * false: close the pair. */
+static bool relay(tp_proxy *p, int i, int d, int64_t now)
+{
+    conn *c = &p->c[i];
+    ssize_t k = read(c->fd[d], p->buf, sizeof p->buf);
+    if (k <= 0) {
+        return k < 0 && errno == EINTR;
+    }
+    if (d == TP_REPLIES && c->cut_armed) {
+        atomic_fetch_add(&p->cuts, 1);
+        return false; /* the request ran; its answer is lost with the link */
+    }
+    if (d == TP_REQUESTS && atomic_load(&p->cut_wanted)) {
+        pthread_mutex_lock(&p->mu);
+        if (atomic_load(&p->cut_wanted) &&
+            memmem(p->buf, (size_t)k, p->needle, strlen(p->needle)) != NULL) {
+            atomic_store(&p->cut_wanted, false);
+            c->cut_armed = true;
+        }
+        pthread_mutex_unlock(&p->mu);
+    }
+    int64_t at = now;
+    if (now < atomic_load(&p->delay_until[d])) {
+        at = now + atomic_load(&p->delay_ms[d]);
+    }
+    return enqueue(&c->q[d], p->buf, (size_t)k, at);
+}
+
+static void *relay_main(void *arg)
+{
+    tp_proxy *p = arg;
+    unsigned seen_gen = atomic_load(&p->drop_gen);
+    struct pollfd pf[2 + 2 * TP_MAX];
+    while (!atomic_load(&p->stop)) {
+        int64_t now = mono_ms();
+        unsigned gen = atomic_load(&p->drop_gen);
+        if (gen != seen_gen) {
+            seen_gen = gen;
+            while (p->n > 0) {
+                atomic_fetch_add(&p->cuts, 1);
+                conn_close(p, p->n - 1);
+            }
+        }
+        int timeout = 200;
+        for (int i = p->n - 1; i >= 0; i--) {
+            bool ok = true;
+            for (int d = 0; d < 2 && ok; d++) {
+                ok = flush_due(&p->c[i].q[d], p->c[i].fd[1 - d], now);
+                if (ok && p->c[i].q[d].head) {
+                    int64_t left = p->c[i].q[d].head->at - now;
+                    if (left < timeout) {
+                        timeout = left > 0 ? (int)left : 0;
+                    }
+                }
+            }
+            if (!ok) {
+                conn_close(p, i);
+            }
+        }
+        pf[0] = (struct pollfd){p->lfd, POLLIN, 0};
+        pf[1] = (struct pollfd){p->wake[0], POLLIN, 0};
+        for (int i = 0; i < p->n; i++) {
+            pf[2 + 2 * i] = (struct pollfd){p->c[i].fd[0], POLLIN, 0};
+            pf[3 + 2 * i] = (struct pollfd){p->c[i].fd[1], POLLIN, 0};
+        }
+        int nfds = 2 + 2 * p->n;
+        if (poll(pf, (nfds_t)nfds, timeout) <= 0) {
+            continue;
+        }
+        if (pf[1].revents & POLLIN) {
+            char b[64];
+            ssize_t r = read(p->wake[0], b, sizeof b);
+            (void)r;
+        }
+        now = mono_ms();
+        int polled = p->n;
+        for (int i = polled - 1; i >= 0; i--) {
+            bool ok = true;
+            for (int d = 0; d < 2 && ok; d++) {
+                if (pf[2 + 2 * i + d].revents) {
+                    ok = relay(p, i, d, now);
+                }
+            }
+            if (!ok) {
+                conn_close(p, i);
+            }
+        }
+        if (pf[0].revents & POLLIN) {
+            int cfd = accept4(p->lfd, NULL, NULL, SOCK_CLOEXEC);
+            if (cfd >= 0) {
+                atomic_fetch_add(&p->accepted, 1);
+                int sfd = p->n < TP_MAX ? tcp_connect(p->target) : -1;
+                if (sfd < 0) {
+                    close(cfd); /* server down: the client sees a refused link */
+                } else {
+                    memset(&p->c[p->n], 0, sizeof p->c[p->n]);
+                    p->c[p->n].fd[TP_REQUESTS] = cfd;
+                    p->c[p->n].fd[TP_REPLIES] = sfd;
+                    p->n++;
+                }
+            }
+        }
+    }
+    while (p->n > 0) {
+        conn_close(p, p->n - 1);
+    }
+    return NULL;
+}
+
+tp_proxy *tp_new(int target_port)
+{
+    tp_proxy *p = calloc(1, sizeof *p);
+    if (!p) {
+        return NULL;
+    }
+    p->target = target_port;
+    p->wake[0] = p->wake[1] = -1;
+    pthread_mutex_init(&p->mu, NULL);
+    p->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t al = sizeof a;
+    if (p->lfd < 0 || bind(p->lfd, (struct sockaddr *)&a, sizeof a) != 0 ||
+        listen(p->lfd, 128) != 0 || getsockname(p->lfd, (struct sockaddr *)&a, &al) != 0 ||
+        pipe2(p->wake, O_CLOEXEC | O_NONBLOCK) != 0) {
+        tp_free(p);
+        return NULL;
+    }
+    p->port = ntohs(a.sin_port);
+    return p;
+}
+
+int tp_start(tp_proxy *p)
+{
+    if (pthread_create(&p->th, NULL, relay_main, p) != 0) {
+        return -1;
+    }
+    p->started = true;
+    return 0;
+}
+
+int tp_port(const tp_proxy *p)
+{
+    return p->port;
+}
+
+int tp_listen_fd(const tp_proxy *p)
+{
+    return p->lfd;
+}
+
+void tp_delay(tp_proxy *p, tp_dir dir, int64_t window_ms, int64_t delay_ms)
+{
+    atomic_store(&p->delay_ms[dir], delay_ms);
+    atomic_store(&p->delay_until[dir], mono_ms() + window_ms);
+    wake(p);
+}
+
+void tp_drop(tp_proxy *p)
+{
+    atomic_fetch_add(&p->drop_gen, 1);
+    wake(p);
+}
+
+void tp_cut_next(tp_proxy *p, const char *needle)
+{
+    pthread_mutex_lock(&p->mu);
+    size_t n = strlen(needle);
+    if (n >= sizeof p->needle) {
+        n = sizeof p->needle - 1;
+    }
+    memcpy(p->needle, needle, n);
+    p->needle[n] = '\0';
+    atomic_store(&p->cut_wanted, true);
+    pthread_mutex_unlock(&p->mu);
+}
+
+uint64_t tp_accepted(const tp_proxy *p)
+{
+    return atomic_load(&((tp_proxy *)p)->accepted);
+}
+
+uint64_t tp_cuts(const tp_proxy *p)
+{
+    return atomic_load(&((tp_proxy *)p)->cuts);
+}
+
+void tp_free(tp_proxy *p)
+{
+    if (!p) {
+        return;
+    }
+    if (p->started) {
+        atomic_store(&p->stop, true);
+        wake(p);
+        pthread_join(p->th, NULL);
+    }
+    if (p->lfd >= 0) {
+        close(p->lfd);
+    }
+    if (p->wake[0] >= 0) {
+        close(p->wake[0]);
+        close(p->wake[1]);
+    }
+    pthread_mutex_destroy(&p->mu);
+    free(p);
+}

@@ -1,0 +1,47 @@
+/* A fault-injecting TCP proxy for tests, on 127.0.0.1: every connection
+ * made to its port is relayed to a target port, and on command it delays
+ * either direction (a latency spike: a request still runs, its reply comes
+ * late; or the request itself runs late), drops every connection at once,
+ * or cuts the next connection that carries a given request after Redis has
+ * answered it (the request ran, the client sees EOF). One thread per proxy
+ * relays all its connections, so a peer that stops reading stalls only its
+ * own proxy. Built on the idea of the proxy in test_faults.c. */
+#ifndef RLOCK_TEST_PROXY_H
+#define RLOCK_TEST_PROXY_H
+
+#include <stdint.h>
+
+typedef struct tp_proxy tp_proxy;
+
+typedef enum tp_dir {
+    TP_REQUESTS = 0, /* client -> server */
+    TP_REPLIES = 1,  /* server -> client */
+} tp_dir;
+
+/* Binds a listening socket on an ephemeral 127.0.0.1 port that relays to
+ * target_port. No thread yet: connections queue in the backlog until
+ * tp_start(), so a process may fork() between the two. NULL on failure. */
+tp_proxy *tp_new(int target_port);
+/* Starts the relay thread. Returns 0, or -1 if the thread cannot start. */
+int tp_start(tp_proxy *p);
+int tp_port(const tp_proxy *p);
+/* The listening socket, e.g. for a fork()ed child to close. */
+int tp_listen_fd(const tp_proxy *p);
+
+/* Data read in direction dir during the next window_ms is held back for
+ * delay_ms (order is kept: data behind held data waits for it). */
+void tp_delay(tp_proxy *p, tp_dir dir, int64_t window_ms, int64_t delay_ms);
+/* Closes every relayed connection (both sides) at once. */
+void tp_drop(tp_proxy *p);
+/* The next connection whose request data contains needle is relayed until
+ * Redis answers that request, then closed with the answer dropped. */
+void tp_cut_next(tp_proxy *p, const char *needle);
+
+/* Counters: connections accepted, connections closed by tp_drop/tp_cut. */
+uint64_t tp_accepted(const tp_proxy *p);
+uint64_t tp_cuts(const tp_proxy *p);
+
+/* Stops the thread (if started), closes everything, frees. NULL: no-op. */
+void tp_free(tp_proxy *p);
+
+#endif
