@@ -117,7 +117,8 @@ typedef struct rlock__holder {
     uint64_t tid;
     int64_t count;      /* holds taken and not yet released */
     int64_t lease_ms;   /* explicit lease of the last acquire; 0 watchdog */
-    int64_t expires_ms; /* local time the explicit lease runs out, or -1 */
+    int64_t expires_ms; /* local time the lease can have run out in Redis
+                           (last confirmed acquire or renewal sent + lease) */
     uint64_t epoch;     /* changes with every first acquisition */
     bool watchdog;      /* renewed by the watchdog */
     bool lost;          /* Redis no longer has it (renewal, re-entry) */

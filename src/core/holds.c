@@ -185,13 +185,14 @@ void rlock__hold_acquired(rlock_client *c, const char *name, size_t len, uint64_
         x->count++;
         if (lease_ms == RLOCK_WATCHDOG) {
             x->watchdog = true;
-            x->expires_ms = -1;
         } else {
             x->lease_ms = lease_ms;
-            /* Measured from when the script was sent: Redis started the
-             * lease no earlier, so the local view never outlives it. */
-            x->expires_ms = x->watchdog ? -1 : sent_ms + lease_ms;
         }
+        /* Measured from when the script was sent: Redis started the lease
+         * no earlier, so the local view never outlives it. Renewals push it
+         * on (sync/watchdog.c). */
+        x->expires_ms =
+            sent_ms + (lease_ms == RLOCK_WATCHDOG ? c->cfg.watchdog_timeout_ms : lease_ms);
     }
     pthread_mutex_unlock(&c->hold_mu);
 }

@@ -11,6 +11,12 @@
  * fresh explicit lease of the same thread to the watchdog's: holds in a
  * round are flagged (in_round), and such an acquire waits for the round.
  *
+ * A hold is also reported lost, and no longer renewed, when no renewal
+ * confirmed it in time: Redis may expire the key at the send time of the
+ * last confirmed acquire or renewal plus the lease, and another owner may
+ * take it then. The holder is told a margin before that instant (a stalled
+ * server, delayed requests), never after another owner could be in.
+ *
  * Losses are reported through the callback thread: a user callback that
  * blocks must never stop renewals. */
 #include <stdio.h>
@@ -24,6 +30,15 @@
  * per DEL, and at most this long after. */
 #define LATCH_BATCH 256
 #define LATCH_FLUSH_MS 1000
+
+/* How long before its lease can run out in Redis an unconfirmed hold is
+ * reported lost: a tenth of the lease, time enough for the report to
+ * reach the holder. */
+static int64_t margin(const rlock_client *c)
+{
+    int64_t m = c->cfg.watchdog_timeout_ms / 10;
+    return m > 0 ? m : 1;
+}
 
 void rlock__latch_garbage(rlock_client *c, char *key, size_t len)
 {
@@ -74,6 +89,7 @@ typedef struct snapshot {
     renewal *v;
     size_t n, cap;
     rlock_client *c;
+    int64_t earliest; /* earliest expires_ms of the holds collected */
 } snapshot;
 
 static void collect(rlock__map_node *node, void *arg)
@@ -104,6 +120,7 @@ static void collect(rlock__map_node *node, void *arg)
         r->group = s->c->topo->group_of(h->name, h->namelen);
         rlock__owner(s->c, x->tid, r->owner);
         x->in_round = true;
+        s->earliest = rlock__min_deadline(s->earliest, x->expires_ms);
         s->n++;
     }
 }
@@ -116,7 +133,7 @@ static int by_group(const void *a, const void *b)
 
 /* Renews v[0..n) (one group) with pipelined script calls; res[i] becomes
  * 1 (kept), 0 (gone) or stays -1 (no answer: retried next round). */
-static void renew_group(rlock_client *c, renewal *v, size_t n, int8_t *res)
+static void renew_group(rlock_client *c, renewal *v, size_t n, int8_t *res, int64_t deadline_ms)
 {
     size_t bs = (size_t)c->cfg.watchdog_batch_size;
     size_t nb = (n + bs - 1) / bs;
@@ -142,7 +159,7 @@ static void renew_group(rlock_client *c, renewal *v, size_t n, int8_t *res)
             lens[at + k] = strlen(lease);
             at += 2 * k + 1;
         }
-        rlock__run_pipeline(c, calls, nb, replies, rlock__now_ms() + c->cfg.command_timeout_ms);
+        rlock__run_pipeline(c, calls, nb, replies, deadline_ms);
         for (size_t b = 0; b < nb; b++) {
             size_t lo = b * bs, k = (n - lo < bs) ? n - lo : bs;
             if (replies[b]) {
@@ -161,7 +178,7 @@ static void renew_group(rlock_client *c, renewal *v, size_t n, int8_t *res)
 /* Ends the round under hold_mu: clears the flags, marks the holds whose
  * renewal answered 0 (if they are still the holds the round was about) and
  * queues their reports. */
-static void end_round(rlock_client *c, renewal *v, const int8_t *res, size_t n)
+static void end_round(rlock_client *c, renewal *v, const int8_t *res, size_t n, int64_t sent_ms)
 {
     pthread_mutex_lock(&c->hold_mu);
     for (size_t i = 0; i < n; i++) {
@@ -176,6 +193,10 @@ static void end_round(rlock_client *c, renewal *v, const int8_t *res, size_t n)
         x->in_round = false;
         if (res && res[i] == 1) {
             rlock__stat_add(c, RLOCK_STAT_RENEWED, 1);
+            if (x->epoch == v[i].epoch && x->watchdog && sent_ms + c->cfg.watchdog_timeout_ms >
+                                                             x->expires_ms) {
+                x->expires_ms = sent_ms + c->cfg.watchdog_timeout_ms;
+            }
         }
         if (res && res[i] == 0 && x->epoch == v[i].epoch && !x->lost && x->watchdog &&
             x->count > 0) {
@@ -204,9 +225,16 @@ static void end_round(rlock_client *c, renewal *v, const int8_t *res, size_t n)
 /* Called with hold_mu held; drops it for the round trips. */
 static void renewal_round(rlock_client *c)
 {
-    snapshot s = {.c = c};
+    snapshot s = {.c = c, .earliest = -1};
+    int64_t sent = rlock__now_ms();
     rlock__map_each(&c->holds, collect, &s);
     pthread_mutex_unlock(&c->hold_mu);
+    /* A stalled round must not keep this thread from telling holders in
+     * time: it ends by the earliest deadline of the holds it renews. */
+    int64_t deadline = sent + c->cfg.command_timeout_ms;
+    if (s.earliest >= 0 && s.earliest - margin(c) < deadline) {
+        deadline = s.earliest - margin(c) > sent ? s.earliest - margin(c) : sent + 1;
+    }
 
     int8_t *res = s.n ? malloc(s.n) : NULL;
     if (res) {
@@ -217,12 +245,12 @@ static void renewal_round(rlock_client *c)
             while (hi < s.n && s.v[hi].group == s.v[lo].group) {
                 hi++;
             }
-            renew_group(c, s.v + lo, hi - lo, res + lo);
+            renew_group(c, s.v + lo, hi - lo, res + lo, deadline);
             lo = hi;
         }
     }
     if (s.n) {
-        end_round(c, s.v, res, s.n);
+        end_round(c, s.v, res, s.n, sent);
     }
     for (size_t i = 0; i < s.n; i++) {
         free(s.v[i].name);
@@ -230,6 +258,40 @@ static void renewal_round(rlock_client *c)
     free(s.v);
     free(res);
     pthread_mutex_lock(&c->hold_mu);
+}
+
+/* Reports the watchdog holds whose lease may run out before a renewal can
+ * confirm them, and returns the earliest deadline left (-1: none). Called
+ * with hold_mu held. */
+typedef struct overdue {
+    rlock_client *c;
+    int64_t now, next;
+} overdue;
+
+static void overdue_one(rlock__map_node *node, void *arg)
+{
+    overdue *o = arg;
+    rlock__hold *h = (rlock__hold *)node;
+    for (rlock__holder *x = h->holders; x; x = x->next) {
+        if (!x->watchdog || x->lost || x->count == 0 || x->expires_ms < 0) {
+            continue;
+        }
+        int64_t tell_at = x->expires_ms - margin(o->c);
+        if (o->now >= tell_at) {
+            x->lost = true;
+            x->watchdog = false;
+            rlock__report_lost(o->c, h->name, h->namelen, x->tid);
+        } else {
+            o->next = rlock__min_deadline(o->next, tell_at);
+        }
+    }
+}
+
+static int64_t tell_overdue(rlock_client *c)
+{
+    overdue o = {c, rlock__now_ms(), -1};
+    rlock__map_each(&c->holds, overdue_one, &o);
+    return o.next;
 }
 
 /* ---- latch keys ------------------------------------------------------ */
@@ -301,6 +363,7 @@ static void *watchdog_main(void *arg)
     pthread_mutex_lock(&c->hold_mu);
     int64_t next_round = rlock__now_ms() + period;
     while (!c->wd_stop) {
+        int64_t tell = tell_overdue(c);
         int64_t now = rlock__now_ms();
         if (now >= next_round) {
             renewal_round(c);
@@ -314,7 +377,7 @@ static void *watchdog_main(void *arg)
             flush_latches(c, false);
             continue;
         }
-        int64_t until = next_round;
+        int64_t until = rlock__min_deadline(next_round, tell);
         if (c->nlatches > 0 && c->latch_since_ms + LATCH_FLUSH_MS < until) {
             until = c->latch_since_ms + LATCH_FLUSH_MS;
         }
