@@ -18,7 +18,10 @@
 #include "internal.h"
 
 /* The latch key of a completed unlock goes to the watchdog's batched DEL
- * (out of memory, its PX TTL removes it). */
+ * (out of memory, its PX TTL removes it). Only that of a request sent once
+ * and answered: a copy of a resent request may still be on its way (a
+ * stalled server, a slow link), and without its latch it would run again
+ * and release a hold taken since. Those latches live out their TTL. */
 static void queue_latch(rlock *l, const char *rid)
 {
     size_t len = l->latch_prefix_len + 32;
@@ -39,14 +42,15 @@ static void apply(rlock *l, uint64_t tid, rlock__released r, const char *rid)
 }
 
 /* Sends the release with rid; after a transport error once more with the
- * same id (the latch makes that safe). */
+ * same id (the latch makes that safe). *once: answered at the first send. */
 static rlock_status send_release(rlock *l, const char *owner, const char *rid, int64_t lease_ms,
-                                 rlock__released *out)
+                                 rlock__released *out, bool *once)
 {
     rlock_status st = RLOCK_EIO;
     for (int tries = 0; tries < 2; tries++) {
         st = l->kind->release(l, owner, rid, lease_ms, out,
                               rlock__now_ms() + l->c->cfg.command_timeout_ms);
+        *once = tries == 0;
         if (st != RLOCK_EIO && st != RLOCK_ETIMEDOUT) {
             break;
         }
@@ -82,7 +86,8 @@ rlock_status rlock__release(rlock *l)
     rlock__hold_view v;
     rlock__hold_view_of(c, l->name, l->namelen, tid, &v);
     char rid[33];
-    if (v.pending && rlock__now_ms() - v.pending_since < RLOCK__LATCH_TRUST_MS) {
+    bool resend = v.pending && rlock__now_ms() - v.pending_since < RLOCK__LATCH_TRUST_MS;
+    if (resend) {
         memcpy(rid, v.pending_rid, sizeof rid); /* the retry of that unlock */
     } else {
         if (v.pending) {
@@ -101,9 +106,10 @@ rlock_status rlock__release(rlock *l)
         rlock__request_id(rid);
     }
     rlock__released r;
-    st = send_release(l, owner, rid, v.lease_ms, &r);
+    bool once = false;
+    st = send_release(l, owner, rid, v.lease_ms, &r, &once);
     if (st == RLOCK_OK) {
-        apply(l, tid, r, rid);
+        apply(l, tid, r, once && !resend ? rid : NULL);
         if (r == RLOCK__NOT_HELD) {
             st = (v.count > 0 || v.lost)
                      ? rlock__fail(RLOCK_ELOST, "this thread's hold of the lock was lost")
@@ -132,7 +138,7 @@ rlock_status rlock__settle(rlock *l, uint64_t tid, bool pending_too, int64_t dea
         if (rlock__now_ms() - v.pending_since < RLOCK__LATCH_TRUST_MS) {
             st = l->kind->release(l, owner, v.pending_rid, v.lease_ms, &r, deadline_ms);
             if (st == RLOCK_OK) {
-                apply(l, tid, r, v.pending_rid);
+                apply(l, tid, r, NULL); /* a resend: its latch stays */
             }
         } else if ((st = judge_old_pending(l, owner, &v, &ran, &r, deadline_ms)) == RLOCK_OK) {
             if (ran) {
