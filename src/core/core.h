@@ -125,6 +125,7 @@ typedef struct rlock__holder {
     bool in_round;      /* a renewal round in flight includes this hold */
     bool suspect;       /* an acquire got no reply and may have run */
     bool pending;       /* an unlock got no reply: resend pending_rid */
+    bool acquiring;     /* its thread is between prepare and the outcome */
     int64_t pending_since;
     char pending_rid[33];
 } rlock__holder;
@@ -169,7 +170,8 @@ void rlock__hold_set_suspect(struct rlock_client *c, const char *name, size_t le
  * whose unlock went unanswered is no longer renewed. */
 void rlock__hold_set_pending(struct rlock_client *c, const char *name, size_t len, uint64_t tid,
                              const char *rid);
-/* Drops a record with nothing left to track (count 0, nothing in doubt). */
+/* Ends an acquire that took nothing, and drops the record if nothing is
+ * left to track (count 0, nothing in doubt). */
 void rlock__hold_tidy(struct rlock_client *c, const char *name, size_t len, uint64_t tid);
 /* Waits while a renewal round in flight includes (name, tid), so that a
  * fresh explicit lease is not stretched by a late renewal of the hold

@@ -49,10 +49,11 @@ static void remove_holder(rlock_client *c, rlock__hold *h, rlock__holder *x)
 }
 
 /* A record with nothing to remember goes, unless a renewal round still
- * refers to it (then the round's end tidies it). */
+ * refers to it (then the round's end tidies it) or its thread is in the
+ * middle of an acquire (the record must be there for the outcome). */
 static void tidy(rlock_client *c, rlock__hold *h, rlock__holder *x)
 {
-    if (x->count == 0 && !x->suspect && !x->pending && !x->in_round) {
+    if (x->count == 0 && !x->suspect && !x->pending && !x->in_round && !x->acquiring) {
         remove_holder(c, h, x);
     }
 }
@@ -123,7 +124,10 @@ rlock_status rlock__hold_prepare(rlock_client *c, const char *name, size_t len, 
             return rlock__fail(RLOCK_ENOMEM, "out of memory for the hold record");
         }
     }
-    if (!find_holder(h, tid)) {
+    rlock__holder *found = find_holder(h, tid);
+    if (found) {
+        found->acquiring = true;
+    } else {
         rlock__holder *x = calloc(1, sizeof *x);
         if (!x) {
             if (!h->holders) {
@@ -135,6 +139,7 @@ rlock_status rlock__hold_prepare(rlock_client *c, const char *name, size_t len, 
         }
         x->tid = tid;
         x->expires_ms = -1;
+        x->acquiring = true;
         x->next = h->holders;
         h->holders = x;
     }
@@ -172,7 +177,8 @@ void rlock__hold_acquired(rlock_client *c, const char *name, size_t len, uint64_
 {
     pthread_mutex_lock(&c->hold_mu);
     rlock__holder *x = find(c, name, len, tid);
-    if (x) { /* always: rlock__hold_prepare() made it */
+    if (x) { /* always: rlock__hold_prepare() made it, and kept it */
+        x->acquiring = false;
         if (x->lost) {
             x->count = 0; /* a fresh acquisition after a loss */
             x->lost = false;
@@ -272,6 +278,7 @@ void rlock__hold_tidy(rlock_client *c, const char *name, size_t len, uint64_t ti
     rlock__hold *h = find_hold(c, name, len);
     rlock__holder *x = find_holder(h, tid);
     if (x) {
+        x->acquiring = false;
         tidy(c, h, x);
     }
     pthread_mutex_unlock(&c->hold_mu);

@@ -77,6 +77,7 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
         /* Re-entering a hold this client already knows is gone: nothing to
          * take, the thread must unwind (its outer unlock says so too). */
         rlock__hold_mark_lost(c, l->name, l->namelen, tid);
+        rlock__hold_tidy(c, l->name, l->namelen, tid);
         return rlock__fail(RLOCK_ELOST, "this thread's hold of the lock was lost");
     }
     int64_t held = v.count;

@@ -204,8 +204,9 @@ static void end_round(rlock_client *c, renewal *v, const int8_t *res, size_t n, 
             x->watchdog = false;
             rlock__report_lost(c, h->name, h->namelen, x->tid);
         }
-        if (x->count == 0 && !x->suspect && !x->pending) {
-            /* Released during the round: the record waited for it. */
+        if (x->count == 0 && !x->suspect && !x->pending && !x->acquiring) {
+            /* Released during the round: the record waited for it (unless
+             * its thread is acquiring again right now: then it is its). */
             rlock__holder **p = &h->holders;
             while (*p != x) {
                 p = &(*p)->next;
