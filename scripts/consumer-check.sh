@@ -44,7 +44,10 @@ foot=$(MANPATH=$p/share/man MANWIDTH=80 man rlock_unlock 2>/dev/null | tail -n 1
 case $foot in "rlock $v "*) ;; *) fail "man rlock_unlock footer '$foot' lacks 'rlock $v'" ;; esac
 MANPATH=$p/share/man MANWIDTH=80 man 1 rlock 2>/dev/null | tail -n 1 | grep -q "rlock $v " || fail "rlock(1) version"
 echo "man rlock_unlock: $(MANPATH=$p/share/man MANWIDTH=80 man rlock_unlock 2>/dev/null | sed -n 4p | sed 's/^ *//')"
-[ "$("$p/bin/rlock" -V)" = "rlock $v" ] || fail "rlock -V says '$("$p/bin/rlock" -V)', not 'rlock $v'"
+# rlock -V: the command's version first, then the library's and hiredis's.
+vv=$("$p/bin/rlock" -V)
+[ "$(echo "$vv" | sed -n 1p)" = "rlock $v" ] || fail "rlock -V says '$vv', not 'rlock $v' first"
+[ "$(echo "$vv" | sed -n 2p)" = "librlock $v" ] || fail "rlock -V says '$vv', not 'librlock $v' second"
 soname=$(readelf -d "$p/lib/librlock.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 [ -f "$p/lib/librlock.so.$v" ] && [ -e "$p/lib/$soname" ] || fail "librlock.so.$v / $soname missing"
 grep -q "PACKAGE_VERSION \"$v\"" "$p/lib/cmake/rlock/rlock-config-version.cmake" || fail "CMake package version"
