@@ -111,9 +111,12 @@ typedef struct rlock_config {
     int64_t watchdog_timeout_ms; /* lease while renewing; 0 -> 30000 */
     /* Called when a watchdog-mode hold is gone: a renewal found it missing
      * from Redis (expired, force-unlocked from anywhere, this client
-     * included, Redis restarted without the key), or the thread holding it
-     * exited without unlocking (the hold is no longer renewed and runs out
-     * with its lease). It runs on the client's own callback thread, never
+     * included, Redis restarted without the key); or no renewal could
+     * confirm it in time (a stalled server, a slow link): it is reported a
+     * tenth of watchdog_timeout_ms before its lease can have run out in
+     * Redis, so before another owner can take it, and it is no longer
+     * renewed; or the thread holding it exited without unlocking (the
+     * hold is no longer renewed and runs out with its lease). It runs on the client's own callback thread, never
      * on the renewal path, with no rlock mutex held, one call at a time, in
      * the order the losses were found. The name pointer is valid only
      * during the call. It may call any rlock function, block or take long
