@@ -18,7 +18,8 @@
  * as many times as it locked it.
  *
  * Every function that can fail returns an rlock_status; results come back
- * through out-parameters, which are written only on RLOCK_OK. Every function
+ * through out-parameters, which are written only on RLOCK_OK (the one
+ * exception, rlock_lock_ex()'s holder_ttl_ms, is written on RLOCK_EBUSY). Every function
  * checks its arguments and returns RLOCK_EINVAL instead of crashing on NULL
  * pointers, empty names or out-of-range times.
  *
@@ -258,7 +259,8 @@ RLOCK_API rlock_status rlock_lock_ex(rlock *l, int64_t wait_ms, int64_t lease_ms
  * transport error it is sent once more with the same request id (the
  * unlock latch makes that safe), and replies that say the server cannot
  * run it yet (LOADING, BUSY, ...) are retried, for at most about
- * 2 x command_timeout_ms in all.
+ * 2 x command_timeout_ms in all (up to 2 x more when it first settles an
+ * earlier call of this thread left in doubt).
  * Returns RLOCK_OK, RLOCK_ENOTOWNER (this thread holds no hold on it;
  * Redis unchanged), RLOCK_ELOST (this thread held it but the lease ran out
  * or it was force-unlocked; the hold is forgotten), RLOCK_EIO,
@@ -276,16 +278,17 @@ RLOCK_API rlock_status rlock_unlock(rlock *l);
  * next renewal (on_lock_lost), unlock or re-entry (RLOCK_ELOST). A thread
  * of this client that acquires the lock after the delete keeps it. One
  * round trip, at most command_timeout_ms (and transient replies retried
- * within it).
- * Returns RLOCK_OK, RLOCK_EINVAL, RLOCK_EIO, RLOCK_ETIMEDOUT, RLOCK_EREDIS,
- * RLOCK_EPROTO, RLOCK_ECLOSED, RLOCK_ENOMEM. */
+ * within it). Returns RLOCK_OK, RLOCK_EINVAL, RLOCK_EIO, RLOCK_ETIMEDOUT,
+ * RLOCK_EREDIS, RLOCK_EPROTO, RLOCK_ECLOSED, RLOCK_ENOMEM, RLOCK_EAUTH,
+ * RLOCK_EPOOL. */
 RLOCK_API rlock_status rlock_force_unlock(rlock *l, bool *was_locked);
 
 /* The queries below each run one command (one round trip, at most
  * command_timeout_ms) and return RLOCK_OK, RLOCK_EINVAL (NULL argument),
  * RLOCK_EIO, RLOCK_ETIMEDOUT, RLOCK_EREDIS (e.g. WRONGTYPE: the key holds
  * another type), RLOCK_EPROTO (e.g. a non-numeric hold count),
- * RLOCK_ECLOSED or RLOCK_ENOMEM. */
+ * RLOCK_ECLOSED, RLOCK_ENOMEM, RLOCK_EAUTH (the server wants a login the
+ * connection lost) or RLOCK_EPOOL. */
 
 /* Whether anyone holds the lock (EXISTS). */
 RLOCK_API rlock_status rlock_is_locked(rlock *l, bool *locked);
