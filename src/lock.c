@@ -157,16 +157,7 @@ static rlock_status query_int(rlock *l, const char *cmd, bool with_owner, uint64
     const char *args[3] = {cmd, l->name, owner};
     size_t lens[3] = {strlen(cmd), l->namelen, strlen(owner)};
     rlock__call call = {l->name, l->namelen, NULL, 0, with_owner ? 3 : 2, args, lens};
-    redisReply *r = NULL;
-    st = rlock__run(l->c, &call, &r, rlock__now_ms() + l->c->cfg.command_timeout_ms);
-    if (st == RLOCK_OK) {
-        int64_t v;
-        st = rlock__parse_int(r, &v);
-        if (st == RLOCK_OK) {
-            *out = v; /* written only on success */
-        }
-        freeReplyObject(r);
-    }
+    st = rlock__run_int(l->c, &call, out, rlock__now_ms() + l->c->cfg.command_timeout_ms);
     rlock__leave(l->c);
     return st;
 }

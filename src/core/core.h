@@ -178,6 +178,8 @@ void rlock__hold_tidy(struct rlock_client *c, const char *name, size_t len, uint
  * before it. At most until deadline_ms. */
 void rlock__hold_wait_round(struct rlock_client *c, const char *name, size_t len, uint64_t tid,
                             int64_t deadline_ms);
+/* Unlinks and frees x, and h with its last holder. hold_mu held. */
+void rlock__holder_remove(struct rlock_client *c, rlock__hold *h, rlock__holder *x);
 /* Holds tracked right now (count > 0, not lost, lease not run out). */
 uint64_t rlock__holds_count(struct rlock_client *c);
 /* Thread tid exited: its watchdog holds stop being renewed and are reported

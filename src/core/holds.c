@@ -34,7 +34,7 @@ static rlock__holder *find(rlock_client *c, const char *name, size_t len, uint64
     return find_holder(find_hold(c, name, len), tid);
 }
 
-static void remove_holder(rlock_client *c, rlock__hold *h, rlock__holder *x)
+void rlock__holder_remove(rlock_client *c, rlock__hold *h, rlock__holder *x)
 {
     rlock__holder **p = &h->holders;
     while (*p != x) {
@@ -54,7 +54,7 @@ static void remove_holder(rlock_client *c, rlock__hold *h, rlock__holder *x)
 static void tidy(rlock_client *c, rlock__hold *h, rlock__holder *x)
 {
     if (x->count == 0 && !x->suspect && !x->pending && !x->in_round && !x->acquiring) {
-        remove_holder(c, h, x);
+        rlock__holder_remove(c, h, x);
     }
 }
 

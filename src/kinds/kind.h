@@ -80,6 +80,10 @@ void rlock__owner(const rlock_client *c, uint64_t tid, char *buf);
 rlock_status rlock__parse_attempt(const redisReply *r, rlock__attempt *out);
 rlock_status rlock__parse_release(const redisReply *r, rlock__released *out);
 rlock_status rlock__parse_int(const redisReply *r, int64_t *out);
+/* rlock__run() of a call whose reply is an integer (or nil: 0); *out is
+ * written only on RLOCK_OK. */
+rlock_status rlock__run_int(rlock_client *c, const rlock__call *call, int64_t *out,
+                           int64_t deadline_ms);
 /* A renewal reply for k calls: res[i] = 1 renewed, 0 gone, left -1 when
  * the reply is of another shape. */
 void rlock__parse_renewal(const redisReply *r, size_t k, int8_t *res);

@@ -135,31 +135,11 @@ static rlock_status release(rlock *l, const char *owner, const char *rid, int64_
     return st;
 }
 
-static rlock_status force_release(rlock *l, bool *was_locked, int64_t deadline_ms)
+rlock_status rlock__run_int(rlock_client *c, const rlock__call *call, int64_t *out,
+                           int64_t deadline_ms)
 {
-    const char *args[4] = {l->name, l->channel, "0", "publish"};
-    size_t lens[4] = {l->namelen, l->chanlen, 1, 7};
-    rlock__call call = {l->name, l->namelen, &rlock__script_force_unlock, 2, 4, args, lens};
     redisReply *r = NULL;
-    rlock_status st = rlock__run(l->c, &call, &r, deadline_ms);
-    if (st == RLOCK_OK) {
-        int64_t v;
-        st = rlock__parse_int(r, &v);
-        if (st == RLOCK_OK) {
-            *was_locked = v == 1;
-        }
-        freeReplyObject(r);
-    }
-    return st;
-}
-
-static rlock_status count(rlock *l, const char *owner, int64_t *out, int64_t deadline_ms)
-{
-    const char *args[3] = {"HGET", l->name, owner};
-    size_t lens[3] = {4, l->namelen, strlen(owner)};
-    rlock__call call = {l->name, l->namelen, NULL, 0, 3, args, lens};
-    redisReply *r = NULL;
-    rlock_status st = rlock__run(l->c, &call, &r, deadline_ms);
+    rlock_status st = rlock__run(c, call, &r, deadline_ms);
     if (st == RLOCK_OK) {
         int64_t v;
         st = rlock__parse_int(r, &v);
@@ -169,6 +149,27 @@ static rlock_status count(rlock *l, const char *owner, int64_t *out, int64_t dea
         freeReplyObject(r);
     }
     return st;
+}
+
+static rlock_status force_release(rlock *l, bool *was_locked, int64_t deadline_ms)
+{
+    const char *args[4] = {l->name, l->channel, "0", "publish"};
+    size_t lens[4] = {l->namelen, l->chanlen, 1, 7};
+    rlock__call call = {l->name, l->namelen, &rlock__script_force_unlock, 2, 4, args, lens};
+    int64_t v;
+    rlock_status st = rlock__run_int(l->c, &call, &v, deadline_ms);
+    if (st == RLOCK_OK) {
+        *was_locked = v == 1;
+    }
+    return st;
+}
+
+static rlock_status count(rlock *l, const char *owner, int64_t *out, int64_t deadline_ms)
+{
+    const char *args[3] = {"HGET", l->name, owner};
+    size_t lens[3] = {4, l->namelen, strlen(owner)};
+    rlock__call call = {l->name, l->namelen, NULL, 0, 3, args, lens};
+    return rlock__run_int(l->c, &call, out, deadline_ms);
 }
 
 const rlock__kind rlock__kind_reentrant = {

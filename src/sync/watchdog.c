@@ -207,16 +207,7 @@ static void end_round(rlock_client *c, renewal *v, const int8_t *res, size_t n, 
         if (x->count == 0 && !x->suspect && !x->pending && !x->acquiring) {
             /* Released during the round: the record waited for it (unless
              * its thread is acquiring again right now: then it is its). */
-            rlock__holder **p = &h->holders;
-            while (*p != x) {
-                p = &(*p)->next;
-            }
-            *p = x->next;
-            free(x);
-            if (!h->holders) {
-                rlock__map_del(&c->holds, &h->node);
-                free(h);
-            }
+            rlock__holder_remove(c, h, x);
         }
     }
     pthread_cond_broadcast(&c->round_cv);
