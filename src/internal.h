@@ -28,6 +28,7 @@ struct rlock_client {
     char id[37];
     char conn_name[128]; /* CLIENT SETNAME value */
     pid_t pid;           /* creator; any other pid is a fork()ed child */
+    uint64_t fork_gen;   /* rlock__fork_generation() at creation */
     struct rlock_client *next_live; /* in the process's list of clients */
 
     const rlock__topology *topo;

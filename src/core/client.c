@@ -109,7 +109,7 @@ int rlock__thread_start(pthread_t *th, void *(*fn)(void *), void *arg)
 rlock_status rlock__enter(rlock_client *c)
 {
     rlock__error_clear();
-    if (c->pid != getpid()) {
+    if (c->fork_gen != rlock__fork_generation()) {
         return rlock__fail(RLOCK_ECLOSED, "the client belongs to the parent process");
     }
     atomic_fetch_add(&c->active, 1);
@@ -256,6 +256,7 @@ RLOCK_API rlock_status rlock_client_new(const rlock_config *cfg, rlock_client **
     uuid_generate_random(u);
     uuid_unparse_lower(u, c->id);
     c->pid = getpid();
+    c->fork_gen = rlock__fork_generation();
     name_connections(c);
     atomic_init(&c->closing, false);
     atomic_init(&c->active, 0);

@@ -87,6 +87,10 @@ char *rlock__prefixed(const char *prefix, const char *name, size_t len, const ch
 
 /* ---- request ids (reqid.c) ------------------------------------------- */
 
+/* Bumped in every fork()ed child (pthread_atfork): a value other than the
+ * one a client was made under means "this is a child", without the system
+ * call getpid() costs. */
+uint64_t rlock__fork_generation(void);
 /* 16 random bytes as 32 hex digits (spec 1); never repeats across fork(). */
 void rlock__request_id(char out[33]);
 

@@ -26,6 +26,12 @@ static void register_atfork(void)
     pthread_atfork(NULL, NULL, in_child);
 }
 
+uint64_t rlock__fork_generation(void)
+{
+    pthread_once(&atfork_once, register_atfork);
+    return atomic_load_explicit(&fork_generation, memory_order_relaxed);
+}
+
 void rlock__request_id(char out[33])
 {
     static __thread uint64_t s[2];
