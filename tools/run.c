@@ -29,6 +29,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdatomic.h>
@@ -265,28 +266,6 @@ typedef struct lock_probe {
     bool told; /* --verbose: "waiting" said once */
 } lock_probe;
 
-static rlock_status probe_lock(void *arg, bool *done, int64_t *ttl)
-{
-    lock_probe *p = arg;
-    int64_t t = cli_now_ms();
-    rlock_status s = rlock_try_lock(p->l, 0, p->lease_ms);
-    if (s == RLOCK_OK) {
-        p->acquired_at = t;
-        *done = true;
-        return RLOCK_OK;
-    }
-    if (s != RLOCK_EBUSY) {
-        return s;
-    }
-    s = rlock_remain_ttl(p->l, ttl);
-    if (s == RLOCK_OK && !p->told) {
-        p->told = true;
-        cli_verbose(p->o, "%s: held elsewhere (TTL %lld ms); waiting (see rlock status)",
-                    rlock_name(p->l), (long long)*ttl);
-    }
-    return s;
-}
-
 /* Reads every pending byte; returns the first terminating signal among them
  * (0 if none), so the acquire loop knows whether to give up. */
 static int drain_for_signal(void)
@@ -411,32 +390,106 @@ static int die_of(int sig)
     return 128 + sig;
 }
 
-/* Takes the lock, waiting as -w allows; returns -1 once held, else the
+/* The library's wait is interrupted by a cancellation token; a signal
+ * only writes a byte to g_pipe (a handler may not call rlock), so this
+ * thread watches the pipe and cancels the wait. It reads nothing: the
+ * waiting thread drains the pipe afterwards to see which signal came. */
+typedef struct sig_watch {
+    rlock_cancel *cancel;
+    int stop[2];
+    pthread_t th;
+} sig_watch;
+
+static void *watch_signals(void *arg)
+{
+    sig_watch *w = arg;
+    struct pollfd p[2] = {{g_pipe[0], POLLIN, 0}, {w->stop[0], POLLIN, 0}};
+    while (poll(p, 2, -1) < 0 && errno == EINTR) {
+    }
+    if (p[0].revents & POLLIN) {
+        rlock_cancel_fire(w->cancel);
+    }
+    return NULL;
+}
+
+static bool watch_start(sig_watch *w)
+{
+    if (pipe2(w->stop, O_CLOEXEC) != 0) {
+        return false;
+    }
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    bool ok = pthread_create(&w->th, NULL, watch_signals, w) == 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (!ok) {
+        close(w->stop[0]);
+        close(w->stop[1]);
+    }
+    return ok;
+}
+
+static void watch_stop(sig_watch *w)
+{
+    char b = 1;
+    if (write(w->stop[1], &b, 1) < 0) {
+        /* the thread may have ended already; join regardless */
+    }
+    pthread_join(w->th, NULL);
+    close(w->stop[0]);
+    close(w->stop[1]);
+}
+
+/* Takes the lock with the library's own wait (pub/sub, the holder's lease,
+ * cancellation on a signal), as -w allows; returns -1 once held, else the
  * exit code (having freed nothing: the caller does). */
 static int acquire(const cli_opts *o, const cli_args *a, lock_probe *probe)
 {
     int64_t start = cli_now_ms();
     int64_t deadline = a->wait_ms < 0 ? -1 : start + a->wait_ms;
-    cli_wait_result wr;
-    rlock_status s = RLOCK_OK;
+    rlock_status s;
     int sig = 0;
-    for (;;) {
-        int64_t left = deadline < 0 ? -1 : deadline - cli_now_ms();
-        wr = cli_wait_free(o, a->name, left < 0 && deadline >= 0 ? 0 : left, g_pipe[0], probe_lock,
-                           probe, &s);
-        /* Only a terminating signal ends the wait; a stray SIGCHLD (from a
-         * child rlock inherited) just restarts it. */
-        if (wr != CLI_WAIT_SIGNAL || (sig = drain_for_signal()) != 0) {
-            break;
+    int64_t ttl = -1;
+    /* One attempt first: --verbose says who holds it before the wait. */
+    int64_t t = cli_now_ms();
+    s = rlock_lock_ex(probe->l, 0, probe->lease_ms, NULL, &ttl);
+    if (s == RLOCK_EBUSY && a->wait_ms != 0) {
+        cli_verbose(o, "%s: held elsewhere (TTL %lld ms); waiting (see rlock status)", a->name,
+                    (long long)ttl);
+        sig_watch w;
+        if (rlock_cancel_new(&w.cancel) != RLOCK_OK) {
+            return cli_fail(RLOCK_ENOMEM, a->name);
         }
+        for (;;) {
+            int64_t left = RLOCK_WAIT_FOREVER;
+            if (deadline >= 0) {
+                left = deadline > cli_now_ms() ? deadline - cli_now_ms() : 0;
+            }
+            if (!watch_start(&w)) {
+                rlock_cancel_free(w.cancel);
+                cli_error("%s: cannot start a thread: %s", a->cmd_name, strerror(errno));
+                return CLI_EXIT_SOFTWARE;
+            }
+            t = cli_now_ms();
+            s = rlock_lock_ex(probe->l, left, probe->lease_ms, w.cancel, NULL);
+            watch_stop(&w);
+            /* Only a terminating signal ends the wait; a stray SIGCHLD (from
+             * a child rlock inherited) just restarts it. */
+            if (s != RLOCK_ECANCELED || (sig = drain_for_signal()) != 0) {
+                break;
+            }
+            rlock_cancel_reset(w.cancel);
+        }
+        rlock_cancel_free(w.cancel);
     }
-    switch (wr) {
-    case CLI_WAIT_DONE:
+    switch (s) {
+    case RLOCK_OK:
+        probe->acquired_at = t;
         cli_verbose(o, "%s: acquired in %.3f s", a->name, (double)(cli_now_ms() - start) / 1000);
         return -1;
-    case CLI_WAIT_SIGNAL:
+    case RLOCK_ECANCELED:
         return die_of(sig);
-    case CLI_WAIT_TIMEOUT:
+    case RLOCK_EBUSY:
         if (a->wait_ms == 0) {
             cli_error("%s: held elsewhere, not acquired (one attempt: -n or -w 0)", a->name);
         } else {
@@ -444,6 +497,7 @@ static int acquire(const cli_opts *o, const cli_args *a, lock_probe *probe)
         }
         return a->conflict_code;
     default:
+        cli_detail_from_library();
         return cli_fail(s, a->name);
     }
 }
