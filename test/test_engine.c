@@ -77,8 +77,9 @@ static void *race1_acquirer(void *arg)
         pthread_barrier_wait(&r->go);
         r->got[i] = rlock_try_lock(r->locks[i], 0, RLOCK_WATCHDOG);
     }
-    /* Stay alive while the holds are checked: a thread that exits stops
-     * its holds being renewed. */
+    /* Every result written; then stay alive while the holds are checked:
+     * a thread that exits stops its holds being renewed. */
+    pthread_barrier_wait(&r->go);
     pthread_barrier_wait(&r->go);
     return NULL;
 }
@@ -109,6 +110,7 @@ Test(engine, force_unlock_racing_a_local_acquire_keeps_the_new_hold)
         pthread_barrier_wait(&r.go);
         th_ok(rlock_force_unlock(r.forcers[i], NULL));
     }
+    pthread_barrier_wait(&r.go); /* the acquirer's results are written */
     /* Which acquisitions survived the delete, as Redis says right now. */
     redisContext *rd = th_redis(0);
     int survivors = 0;
