@@ -245,6 +245,11 @@ static int hold_many_while_killed(void *arg)
     redisFree(admin);
     uint64_t calls = 0;
     rlock_client_stat(c, RLOCK_STAT_RENEWAL_CALLS, &calls);
+    for (int i = 0; i < N; i++) {
+        rlock_free(ls[i]);
+    }
+    free(ls);
+    rlock_client_free(c); /* valgrind judges this child at its exit too */
     return calls > 0 ? 0 : 12;
 }
 
