@@ -24,6 +24,7 @@ static void fake_init(void)
     }
     done = true;
     fake.pid = getpid();
+    fake.fork_gen = rlock__fork_generation();
     pthread_mutex_init(&fake.life_mu, NULL);
     rlock__cond_init(&fake.life_cv);
     atomic_init(&fake.closing, false);
@@ -94,7 +95,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         free(pub);
         rlock_free(l);
     }
-    if (fake.active != 0) {
+    if (atomic_load(&fake.active) != 0) {
         abort(); /* every call left the client */
     }
     free(name);

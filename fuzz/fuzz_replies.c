@@ -27,6 +27,7 @@ static void fake_init(void)
     }
     done = true;
     fake.pid = getpid();
+    fake.fork_gen = rlock__fork_generation();
     rlock_config_init(&fake.cfg);
     atomic_init(&fake.closing, false);
     atomic_init(&fake.active, 0);
