@@ -145,7 +145,7 @@ typedef struct rlock__hold {
 typedef struct rlock__hold_view {
     int64_t count; /* 0 when no record */
     int64_t lease_ms;
-    bool lost, suspect, pending, in_round, watchdog;
+    bool lost, suspect, pending, in_round;
     int64_t pending_since;
     char pending_rid[33];
 } rlock__hold_view;

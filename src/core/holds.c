@@ -164,7 +164,6 @@ void rlock__hold_view_of(rlock_client *c, const char *name, size_t len, uint64_t
         v->suspect = x->suspect;
         v->pending = x->pending;
         v->in_round = x->in_round;
-        v->watchdog = x->watchdog;
         v->pending_since = x->pending_since;
         memcpy(v->pending_rid, x->pending_rid, sizeof v->pending_rid);
     }

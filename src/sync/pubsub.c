@@ -61,7 +61,6 @@ struct rlock__chan {
     rlock__wake wake;
     rlock__waiter *head, *tail;
     pthread_cond_t sub_cv; /* subscription confirmed or state reset */
-    uint64_t gen;          /* bumped on reconnect and close */
     int outstanding;       /* (un)subscribe replies still due */
     bool sent_sub;         /* the last command sent was SUBSCRIBE */
     bool confirmed;
@@ -111,7 +110,6 @@ static void wake_all_as(rlock__chan *ch, bool release)
         w->owes = w->owes || release;
         pthread_cond_signal(&w->cv);
     }
-    ch->gen++;
     pthread_cond_broadcast(&ch->sub_cv);
 }
 
