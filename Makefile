@@ -54,7 +54,7 @@ BENCH_SRC:= $(wildcard bench/*.c)
 FORCE:
 
 .PHONY: FORCE docs-check all lib check test test-lists demo bench bench-peers clean asan \
-        tsan valgrind symbols format deps soak fuzz
+        tsan valgrind symbols format deps soak fuzz coverage
 
 all: lib $(B)/rlock $(B)/rlock-bench $(EX_BIN)
 
@@ -104,10 +104,12 @@ else
 CRIT_LIBS   := -lcriterion
 endif
 
+# TEST_FLAGS: extra flags for the test programs only (make coverage).
+TEST_FLAGS ?=
 $(B)/test/%: test/%.c test/harness.c test/harness.h $(B)/librlock.a $(CRIT_DEPS)
 	@mkdir -p $(B)/test
-	$(CC) $(ALL_CFLAGS) $(CRIT_CFLAGS) -Itest -o $@ $< test/harness.c $(B)/librlock.a \
-	  $(ALL_LDFLAGS) $(RL_LDLIBS) $(CRIT_LIBS)
+	$(CC) $(ALL_CFLAGS) $(CRIT_CFLAGS) $(TEST_FLAGS) -Itest -o $@ $< test/harness.c \
+	  $(B)/librlock.a $(ALL_LDFLAGS) $(RL_LDLIBS) $(CRIT_LIBS)
 
 # The same tests built with test/lite, for their --list only (make check
 # compares it with Criterion's: both runners must know the same tests).
@@ -119,19 +121,20 @@ $(B)/test-lite/%: test/%.c test/harness.c test/harness.h $(B)/librlock.a test/li
 	$(CC) $(ALL_CFLAGS) -O0 -Itest/lite -Itest -o $@ $< test/harness.c test/lite/runner.c \
 	  $(B)/librlock.a $(ALL_LDFLAGS) $(RL_LDLIBS)
 
-# test_chaos also links the fault-injecting TCP proxy (test/proxy.c).
-$(B)/test/test_chaos: test/test_chaos.c test/proxy.c test/proxy.h test/harness.c test/harness.h \
-  $(B)/librlock.a $(CRIT_DEPS)
+# These tests also link the fault-injecting TCP proxy (test/proxy.c).
+PROXY_TESTS := test_chaos test_faults test_statuses
+$(patsubst %,$(B)/test/%,$(PROXY_TESTS)): $(B)/test/%: test/%.c test/proxy.c test/proxy.h \
+  test/harness.c test/harness.h $(B)/librlock.a $(CRIT_DEPS)
 	@mkdir -p $(B)/test
-	$(CC) $(ALL_CFLAGS) $(CRIT_CFLAGS) -Itest -o $@ $< test/proxy.c test/harness.c \
+	$(CC) $(ALL_CFLAGS) $(CRIT_CFLAGS) $(TEST_FLAGS) -Itest -o $@ $< test/proxy.c test/harness.c \
 	  $(B)/librlock.a $(ALL_LDFLAGS) $(RL_LDLIBS) $(CRIT_LIBS)
 
-$(B)/test-lite/test_chaos: test/test_chaos.c test/proxy.c test/proxy.h test/harness.c \
-  test/harness.h $(B)/librlock.a test/lite/runner.c test/lite/criterion/criterion.h
+$(patsubst %,$(B)/test-lite/%,$(PROXY_TESTS)): $(B)/test-lite/%: test/%.c test/proxy.c \
+  test/proxy.h test/harness.c test/harness.h $(B)/librlock.a test/lite/runner.c \
+  test/lite/criterion/criterion.h
 	@mkdir -p $(B)/test-lite
 	$(CC) $(ALL_CFLAGS) -O0 -Itest/lite -Itest -o $@ $< test/proxy.c test/harness.c \
 	  test/lite/runner.c $(B)/librlock.a $(ALL_LDFLAGS) $(RL_LDLIBS)
-
 
 # Everything below installs missing Debian packages first.
 deps:
@@ -230,8 +233,25 @@ valgrind: deps
 format:
 	clang-format -i include/*.h src/*.c src/*.h src/*/*.c src/*/*.h test/*.c test/*.h test/lite/*.c test/lite/criterion/*.h examples/*.c tools/*.c bench/*.c
 
+# make coverage: the library, the rlock command and the tests built with
+# gcov instrumentation into build-cov, the whole suite run once (the fault
+# run with a fixed seed, RLOCK_CHAOS_SEED), then line and branch coverage of
+# src/ printed by scripts/coverage.sh. Forked test children count too: they
+# end through th_child_exit() (test/harness.h), and the test programs are
+# linked with _exit wrapped, so that every child that exits writes its
+# counters (only children killed by a signal do not). Old counters are
+# deleted first: each run measures the suite once.
+COV_SEED  ?= 20250101
+COV_BIN   := $(patsubst $(B)/%,build-cov/%,$(TEST_BIN))
+coverage: deps
+	@find build-cov -name '*.gcda' -delete 2>/dev/null || true
+	$(MAKE) B=build-cov SAN_FLAGS="--coverage -O0" \
+	  TEST_FLAGS="-DTH_COVERAGE=1 -Wl,--wrap=_exit" all $(COV_BIN)
+	-RLOCK_CHAOS_SEED=$(COV_SEED) sh scripts/run-tests.sh build-cov $(COV_BIN)
+	sh scripts/coverage.sh build-cov
+
 clean:
-	rm -rf build build-asan build-tsan build-vg
+	rm -rf build build-asan build-tsan build-vg build-cov
 
 # ---- soak and fuzz ------------------------------------------------------
 # make soak: the stress tests for RLOCK_STRESS_SECONDS each (default 300)

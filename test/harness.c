@@ -373,13 +373,43 @@ void th_server_restart(th_server *s)
     cr_assert_fail("could not restart the private redis-server on port %d", s->port);
 }
 
+/* __gcov_dump() is in libgcov, linked only by --coverage: elsewhere the
+ * weak reference stays NULL. A coverage build makes it strong, since a weak
+ * reference does not pull the member out of libgcov.a. */
+#ifdef TH_COVERAGE
+extern void __gcov_dump(void);
+#else
+extern void __gcov_dump(void) __attribute__((weak));
+#endif
+
+_Noreturn void th_child_exit(int code)
+{
+    if (__gcov_dump) {
+        __gcov_dump();
+    }
+    _exit(code);
+}
+
+#ifdef TH_COVERAGE
+/* make coverage links the tests with -Wl,--wrap=_exit: every _exit() of
+ * test code (children of tests that do not end through th_child_exit())
+ * lands here first. A second __gcov_dump() in one process writes nothing. */
+extern _Noreturn void __real__exit(int code);
+_Noreturn void __wrap__exit(int code);
+_Noreturn void __wrap__exit(int code)
+{
+    __gcov_dump();
+    __real__exit(code);
+}
+#endif
+
 pid_t th_fork(int (*fn)(void *), void *arg)
 {
     fflush(NULL);
     pid_t pid = fork();
     cr_assert(pid >= 0);
     if (pid == 0) {
-        _exit(fn(arg));
+        th_child_exit(fn(arg));
     }
     return pid;
 }
@@ -481,6 +511,38 @@ long long th__wait_renewal(const char *file, int line, redisContext *r, const ch
     cr_assert(ok, "%s:%d: PTTL of %.200s never rose within %lld ms (now %lld)", file, line, key,
               (long long)th_ms(timeout_ms), now);
     return now;
+}
+
+static void *stall_main(void *arg)
+{
+    th_stall *s = arg;
+    /* Its own connection, with a read timeout longer than the sleep. */
+    struct timeval tv = {(time_t)(s->ms / 1000 + 30), 0};
+    redisContext *r = redisConnectWithTimeout("127.0.0.1", s->port, tv);
+    if (r && !r->err) {
+        redisSetTimeout(r, tv);
+        redisReply *rep = redisCommand(r, "DEBUG SLEEP %.3f", (double)s->ms / 1000.0);
+        if (rep) {
+            freeReplyObject(rep);
+        }
+    }
+    if (r) {
+        redisFree(r);
+    }
+    return NULL;
+}
+
+void th__stall_start(const char *file, int line, th_stall *s, int port, int64_t ms)
+{
+    s->port = port ? port : th_port();
+    s->ms = ms;
+    cr_assert_eq(pthread_create(&s->th, NULL, stall_main, s), 0);
+    th__wait_stalled(file, line, s->port, 1000);
+}
+
+void th_stall_end(th_stall *s)
+{
+    pthread_join(s->th, NULL);
 }
 
 char *th_build_path(const char *rel)

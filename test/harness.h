@@ -6,6 +6,7 @@
 
 #include <criterion/criterion.h>
 #include <hiredis/hiredis.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -156,13 +157,33 @@ long long th__wait_renewal(const char *file, int line, redisContext *r, const ch
                            int64_t timeout_ms);
 #define th_wait_renewal(r, key, timeout_ms) th__wait_renewal(__FILE__, __LINE__, r, key, timeout_ms)
 
-/* Runs fn(arg) in a forked child that exits with fn's return value. */
+/* Runs fn(arg) in a forked child that exits with fn's return value, through
+ * th_child_exit(). */
 pid_t th_fork(int (*fn)(void *), void *arg);
+/* Ends a forked child with _exit(code), after writing its gcov counters when
+ * the tests are built for coverage (make coverage): _exit() skips the
+ * atexit handler that writes them, so a child's calls would not count. */
+_Noreturn void th_child_exit(int code);
 /* Waits for a child; returns its exit status, or 128+signal. */
 int th_wait(pid_t pid);
 /* The same for at most th_ms(timeout_ms); -1 (after killing it with
  * SIGKILL and reaping it) when the child did not finish in time. */
 int th_wait_bounded(pid_t pid, int64_t timeout_ms);
+
+/* ---- stalling the server ---------------------------------------------
+ * DEBUG SLEEP for ms on a connection of its own, from a thread, on the
+ * server at port (0: the shared one). th_stall_start() returns once the
+ * server has stopped answering (th_wait_stalled), so the caller's next
+ * command meets a stalled server; th_stall_end() waits for the sleep to
+ * end. Private servers only: a stall would stall every other test. */
+typedef struct th_stall {
+    int port;
+    int64_t ms;
+    pthread_t th;
+} th_stall;
+void th__stall_start(const char *file, int line, th_stall *s, int port, int64_t ms);
+#define th_stall_start(s, port, ms) th__stall_start(__FILE__, __LINE__, s, port, ms)
+void th_stall_end(th_stall *s);
 
 /* Path of a built program (build dir from RLOCK_TEST_BUILD), caller frees. */
 char *th_build_path(const char *rel);

@@ -14,13 +14,16 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #define TP_MAX 64    /* relayed connections per proxy */
 #define TP_BUF 65536 /* one read */
-#define TP_NEEDLE 64
+#define TP_NEEDLE 256
+#define TP_PREFIX 32
+#define TP_REPLY 256
 
 typedef struct chunk {
     struct chunk *next;
@@ -36,7 +39,9 @@ typedef struct queue {
 typedef struct conn {
     int fd[2]; /* [TP_REQUESTS]: client side, read for requests; [TP_REPLIES]: server side */
     queue q[2];
-    bool cut_armed; /* close when the server next answers */
+    bool cut_armed;    /* close when the server next answers */
+    bool answer_armed; /* replace the server's next answer */
+    bool delaying;     /* tp_delay_matching matched: hold all that follows */
 } conn;
 
 struct tp_proxy {
@@ -50,7 +55,16 @@ struct tp_proxy {
     atomic_bool cut_wanted;
     pthread_mutex_t mu;
     char needle[TP_NEEDLE];
-    atomic_ullong accepted, cuts;
+    char prefix[TP_PREFIX];
+    /* tp_delay_matching and tp_answer_next, under mu. */
+    atomic_llong match_delay_ms;
+    char delay_needle[TP_NEEDLE];
+    atomic_bool answer_wanted;
+    char answer_needle[TP_NEEDLE];
+    char answer[TP_REPLY];
+    atomic_bool stall_requests;
+    atomic_uint reset_gen;
+    atomic_ullong accepted, cuts, delayed, answered, unread;
     conn c[TP_MAX];
     int n;
     char buf[TP_BUF];
@@ -163,26 +177,57 @@ static bool relay(tp_proxy *p, int i, int d, int64_t now)
         atomic_fetch_add(&p->cuts, 1);
         return false; /* the request ran; its answer is lost with the link */
     }
-    if (d == TP_REQUESTS && atomic_load(&p->cut_wanted)) {
+    if (d == TP_REPLIES && c->answer_armed) {
+        c->answer_armed = false;
+        atomic_fetch_add(&p->answered, 1);
         pthread_mutex_lock(&p->mu);
-        if (atomic_load(&p->cut_wanted) &&
+        bool ok = enqueue(&c->q[d], p->answer, strlen(p->answer), now);
+        pthread_mutex_unlock(&p->mu);
+        return ok;
+    }
+    int64_t at = now;
+    if (d == TP_REQUESTS) {
+        pthread_mutex_lock(&p->mu);
+        size_t plen = strlen(p->prefix);
+        if (atomic_load(&p->cut_wanted) && (size_t)k >= plen && memcmp(p->buf, p->prefix, plen) == 0 &&
             memmem(p->buf, (size_t)k, p->needle, strlen(p->needle)) != NULL) {
             atomic_store(&p->cut_wanted, false);
             c->cut_armed = true;
         }
+        if (atomic_load(&p->answer_wanted) &&
+            memmem(p->buf, (size_t)k, p->answer_needle, strlen(p->answer_needle)) != NULL) {
+            atomic_store(&p->answer_wanted, false);
+            c->answer_armed = true;
+        }
+        int64_t md = atomic_load(&p->match_delay_ms);
+        if (md > 0 && (c->delaying || memmem(p->buf, (size_t)k, p->delay_needle,
+                                             strlen(p->delay_needle)) != NULL)) {
+            c->delaying = true;
+            atomic_fetch_add(&p->delayed, 1);
+            at = now + md;
+        }
         pthread_mutex_unlock(&p->mu);
     }
-    int64_t at = now;
     if (now < atomic_load(&p->delay_until[d])) {
-        at = now + atomic_load(&p->delay_ms[d]);
+        int64_t t = now + atomic_load(&p->delay_ms[d]);
+        at = t > at ? t : at;
     }
     return enqueue(&c->q[d], p->buf, (size_t)k, at);
+}
+
+/* Closes connection i so that its client gets a reset, not a FIN. */
+static void conn_reset(tp_proxy *p, int i)
+{
+    struct linger lg = {1, 0};
+    setsockopt(p->c[i].fd[TP_REQUESTS], SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+    conn_close(p, i);
 }
 
 static void *relay_main(void *arg)
 {
     tp_proxy *p = arg;
     unsigned seen_gen = atomic_load(&p->drop_gen);
+    unsigned seen_reset = atomic_load(&p->reset_gen);
     struct pollfd pf[2 + 2 * TP_MAX];
     while (!atomic_load(&p->stop)) {
         int64_t now = mono_ms();
@@ -194,6 +239,22 @@ static void *relay_main(void *arg)
                 conn_close(p, p->n - 1);
             }
         }
+        gen = atomic_load(&p->reset_gen);
+        if (gen != seen_reset) {
+            seen_reset = gen;
+            while (p->n > 0) {
+                atomic_fetch_add(&p->cuts, 1);
+                conn_reset(p, p->n - 1);
+            }
+        }
+        uint64_t unread = 0;
+        for (int i = 0; i < p->n; i++) {
+            int q = 0;
+            if (ioctl(p->c[i].fd[TP_REQUESTS], FIONREAD, &q) == 0 && q > 0) {
+                unread += (uint64_t)q;
+            }
+        }
+        atomic_store(&p->unread, unread);
         int timeout = 200;
         for (int i = p->n - 1; i >= 0; i--) {
             bool ok = true;
@@ -212,8 +273,10 @@ static void *relay_main(void *arg)
         }
         pf[0] = (struct pollfd){p->lfd, POLLIN, 0};
         pf[1] = (struct pollfd){p->wake[0], POLLIN, 0};
+        bool stalled = atomic_load(&p->stall_requests);
         for (int i = 0; i < p->n; i++) {
-            pf[2 + 2 * i] = (struct pollfd){p->c[i].fd[0], POLLIN, 0};
+            /* fd -1: poll() skips it, and its requests stay unread. */
+            pf[2 + 2 * i] = (struct pollfd){stalled ? -1 : p->c[i].fd[0], POLLIN, 0};
             pf[3 + 2 * i] = (struct pollfd){p->c[i].fd[1], POLLIN, 0};
         }
         int nfds = 2 + 2 * p->n;
@@ -315,17 +378,72 @@ void tp_drop(tp_proxy *p)
     wake(p);
 }
 
-void tp_cut_next(tp_proxy *p, const char *needle)
+static void copy(char *dst, size_t size, const char *src)
+{
+    size_t n = strlen(src);
+    if (n >= size) {
+        n = size - 1;
+    }
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
+void tp_cut_next_request(tp_proxy *p, const char *prefix, const char *needle)
 {
     pthread_mutex_lock(&p->mu);
-    size_t n = strlen(needle);
-    if (n >= sizeof p->needle) {
-        n = sizeof p->needle - 1;
-    }
-    memcpy(p->needle, needle, n);
-    p->needle[n] = '\0';
+    copy(p->prefix, sizeof p->prefix, prefix);
+    copy(p->needle, sizeof p->needle, needle);
     atomic_store(&p->cut_wanted, true);
     pthread_mutex_unlock(&p->mu);
+}
+
+void tp_cut_next(tp_proxy *p, const char *needle)
+{
+    tp_cut_next_request(p, "", needle);
+}
+
+void tp_delay_matching(tp_proxy *p, const char *needle, int64_t delay_ms)
+{
+    pthread_mutex_lock(&p->mu);
+    copy(p->delay_needle, sizeof p->delay_needle, needle);
+    atomic_store(&p->match_delay_ms, delay_ms);
+    pthread_mutex_unlock(&p->mu);
+}
+
+void tp_answer_next(tp_proxy *p, const char *needle, const char *reply)
+{
+    pthread_mutex_lock(&p->mu);
+    copy(p->answer_needle, sizeof p->answer_needle, needle);
+    copy(p->answer, sizeof p->answer, reply);
+    atomic_store(&p->answer_wanted, true);
+    pthread_mutex_unlock(&p->mu);
+}
+
+void tp_stall_requests(tp_proxy *p, bool on)
+{
+    atomic_store(&p->stall_requests, on);
+    wake(p);
+}
+
+void tp_reset(tp_proxy *p)
+{
+    atomic_fetch_add(&p->reset_gen, 1);
+    wake(p);
+}
+
+uint64_t tp_delayed(const tp_proxy *p)
+{
+    return atomic_load(&((tp_proxy *)p)->delayed);
+}
+
+uint64_t tp_answered(const tp_proxy *p)
+{
+    return atomic_load(&((tp_proxy *)p)->answered);
+}
+
+uint64_t tp_unread(const tp_proxy *p)
+{
+    return atomic_load(&((tp_proxy *)p)->unread);
 }
 
 uint64_t tp_accepted(const tp_proxy *p)

@@ -5,10 +5,11 @@
  * or cuts the next connection that carries a given request after Redis has
  * answered it (the request ran, the client sees EOF). One thread per proxy
  * relays all its connections, so a peer that stops reading stalls only its
- * own proxy. Built on the idea of the proxy in test_faults.c. */
+ * own proxy. The one proxy of the tests (test_chaos, test_faults, ...). */
 #ifndef RLOCK_TEST_PROXY_H
 #define RLOCK_TEST_PROXY_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef struct tp_proxy tp_proxy;
@@ -36,10 +37,36 @@ void tp_drop(tp_proxy *p);
 /* The next connection whose request data contains needle is relayed until
  * Redis answers that request, then closed with the answer dropped. */
 void tp_cut_next(tp_proxy *p, const char *needle);
+/* The same for request data that starts with prefix and contains needle
+ * (e.g. the RESP header of one script call and a lock name). */
+void tp_cut_next_request(tp_proxy *p, const char *prefix, const char *needle);
+/* Request data that contains needle, and everything after it on that
+ * connection, reaches the server delay_ms late (delay_ms 0: off). */
+void tp_delay_matching(tp_proxy *p, const char *needle, int64_t delay_ms);
+/* The next request that contains needle is relayed, and Redis's answer to
+ * it is replaced by reply (raw RESP, e.g. "+what\r\n"): a server or proxy
+ * that answers with something else. One request at a time on that
+ * connection is assumed (the answer is the next data Redis sends). */
+void tp_answer_next(tp_proxy *p, const char *needle, const char *reply);
+/* on: requests are no longer read from clients, so they pile up in the
+ * kernel's buffers until the client's sends block (a server that stops
+ * reading); off: reading resumes. */
+void tp_stall_requests(tp_proxy *p, bool on);
+/* Closes every relayed connection with SO_LINGER 0: the client's side gets
+ * a reset (RST), and its next send fails (EPIPE/ECONNRESET), as when a
+ * peer crashes or a middlebox drops the flow. */
+void tp_reset(tp_proxy *p);
 
-/* Counters: connections accepted, connections closed by tp_drop/tp_cut. */
+/* Counters: connections accepted, connections closed by tp_drop/tp_cut/
+ * tp_reset, request data held back by tp_delay_matching, answers replaced
+ * by tp_answer_next. */
 uint64_t tp_accepted(const tp_proxy *p);
 uint64_t tp_cuts(const tp_proxy *p);
+uint64_t tp_delayed(const tp_proxy *p);
+uint64_t tp_answered(const tp_proxy *p);
+/* Request bytes clients have sent that the proxy has not read (kernel
+ * buffers), as of the relay thread's last pass (at most 200 ms old). */
+uint64_t tp_unread(const tp_proxy *p);
 
 /* Stops the thread (if started), closes everything, frees. NULL: no-op. */
 void tp_free(tp_proxy *p);

@@ -26,40 +26,6 @@ static rlock_client *client_on(const char *url, int64_t watchdog_ms, int64_t com
     return th_client_cfg(&cfg);
 }
 
-/* Stalls the server for ms with DEBUG SLEEP, from a thread of its own. */
-typedef struct stall {
-    int port;
-    int ms;
-    pthread_t th;
-} stall;
-
-static void *stall_main(void *arg)
-{
-    stall *s = arg;
-    redisContext *r = th_redis(s->port);
-    struct timeval tv = {30, 0};
-    redisSetTimeout(r, tv);
-    redisReply *rep = redisCommand(r, "DEBUG SLEEP %.3f", s->ms / 1000.0);
-    if (rep) {
-        freeReplyObject(rep);
-    }
-    redisFree(r);
-    return NULL;
-}
-
-static void stall_start(stall *s, int port, int ms)
-{
-    s->port = port;
-    s->ms = ms;
-    cr_assert_eq(pthread_create(&s->th, NULL, stall_main, s), 0);
-    th_sleep_ms(50); /* the DEBUG SLEEP is running when the caller goes on */
-}
-
-static void stall_end(stall *s)
-{
-    pthread_join(s->th, NULL);
-}
-
 /* ---- 1: force unlock racing a local acquire --------------------------- */
 
 typedef struct race1 {
@@ -167,7 +133,7 @@ static int nested_and_vanish(void *arg)
     }
     /* Exit without rlock_client_free(): the latch keys stay for their TTL,
      * as after a crash. */
-    _exit(0);
+    th_child_exit(0);
 }
 
 Test(engine, request_ids_differ_across_fork)
@@ -279,12 +245,12 @@ Test(engine, retried_nested_unlock_releases_one_hold, .timeout = 60)
     th_ok(rlock_unlock(l));
     th_ok(rlock_lock(l, RLOCK_WATCHDOG));
     th_ok(rlock_lock(l, RLOCK_WATCHDOG));
-    stall s;
-    stall_start(&s, srv.port, 1000);
+    th_stall s;
+    th_stall_start(&s, srv.port, 1000);
     /* The inner unlock times out; it runs when the server wakes up. */
     rlock_status st = rlock_unlock(l);
     cr_assert(st == RLOCK_ETIMEDOUT || st == RLOCK_EIO, "got %s", rlock_status_name(st));
-    stall_end(&s);
+    th_stall_end(&s);
     /* The caller retries, as the header tells it to: the same request. */
     th_ok(rlock_unlock(l));
     redisContext *rd = th_redis(srv.port);
@@ -469,14 +435,14 @@ Test(engine, timeouts_are_timeouts_in_any_locale, .timeout = 60)
     th_ok(rlock_new(c, name, &l));
     th_ok(rlock_lock(l, RLOCK_WATCHDOG)); /* scripts cached */
     th_ok(rlock_unlock(l));
-    stall s;
-    stall_start(&s, srv.port, 1500);
+    th_stall s;
+    th_stall_start(&s, srv.port, 1500);
     /* 0.1 read the German "resource temporarily unavailable" as an I/O
      * error and sent the acquire again: two holds for one call. */
     th_assert_status(rlock_lock(l, RLOCK_WATCHDOG), RLOCK_ETIMEDOUT);
     bool locked;
     th_assert_status(rlock_is_locked(l, &locked), RLOCK_ETIMEDOUT);
-    stall_end(&s);
+    th_stall_end(&s);
     redisContext *rd = th_redis(srv.port);
     char *owner = th_owner(c, rlock_thread_id());
     int64_t until = th_now_ms() + th_ms(2000);
@@ -515,11 +481,11 @@ Test(engine, client_free_releases_an_acquire_that_ran_late, .timeout = 60)
     /* Load the scripts first: a fresh server would answer NOSCRIPT. */
     th_ok(rlock_lock(l, RLOCK_WATCHDOG));
     th_ok(rlock_unlock(l));
-    stall s;
-    stall_start(&s, srv.port, 1000);
+    th_stall s;
+    th_stall_start(&s, srv.port, 1000);
     rlock_status st = rlock_lock(l, RLOCK_WATCHDOG);
     cr_assert(st == RLOCK_ETIMEDOUT, "got %s", rlock_status_name(st));
-    stall_end(&s);
+    th_stall_end(&s);
     redisContext *rd = th_redis(srv.port);
     int64_t until = th_now_ms() + th_ms(2000);
     while (!th_exists(rd, name) && th_now_ms() < until) {
@@ -753,8 +719,8 @@ Test(engine, pool_exhaustion_is_its_own_status, .timeout = 60)
     char *name = th_name("pool");
     rlock *l;
     th_ok(rlock_new(c, name, &l));
-    stall s;
-    stall_start(&s, srv.port, 2000);
+    th_stall s;
+    th_stall_start(&s, srv.port, 2000);
     enum { T = 4 };
     pthread_t th[T];
     for (int i = 0; i < T; i++) {
@@ -770,7 +736,7 @@ Test(engine, pool_exhaustion_is_its_own_status, .timeout = 60)
     }
     cr_expect_geq(pool, 1, "no caller saw RLOCK_EPOOL");
     cr_expect_geq(timedout, 1, "no caller saw RLOCK_ETIMEDOUT");
-    stall_end(&s);
+    th_stall_end(&s);
     rlock_free(l);
     rlock_client_free(c);
     free(name);

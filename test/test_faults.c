@@ -7,7 +7,6 @@
  * owners ever hold the lock at once, and no hold is left behind in Redis
  * that the library does not know about. */
 #include <errno.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -15,12 +14,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
+#include "proxy.h"
 
 static th_server srv;
 static char *url;
@@ -179,244 +178,23 @@ static int wait_bounded(pid_t pid, int64_t timeout_ms)
     return th_wait_bounded(pid, timeout_ms);
 }
 
-/* Runs DEBUG SLEEP on its own connection, in a thread. */
-typedef struct sleeper {
-    const char *seconds;
-    pthread_t th;
-} sleeper;
-
-static void *sleeper_main(void *arg)
-{
-    sleeper *s = arg;
-    struct timeval tv = {10, 0};
-    redisContext *r = redisConnectWithTimeout("127.0.0.1", srv.port, tv);
-    if (r && !r->err) {
-        redisSetTimeout(r, tv);
-        redisReply *rep = redisCommand(r, "DEBUG SLEEP %s", s->seconds);
-        if (rep) {
-            freeReplyObject(rep);
-        }
-    }
-    if (r) {
-        redisFree(r);
-    }
-    return NULL;
-}
-
-static void debug_sleep_start(sleeper *s, const char *seconds)
-{
-    s->seconds = seconds;
-    cr_assert_eq(pthread_create(&s->th, NULL, sleeper_main, s), 0);
-    th_wait_stalled(srv.port, 1000);
-}
-
-/* ---- a TCP proxy that can cut a connection between request and reply --- */
-
-/* Armed with a request prefix and a needle, it forwards the next matching
- * request to Redis, waits for the reply (so the command has run), drops the
- * reply and closes both sides: the client sees EOF on a request that did
- * execute, the one outcome a transport error cannot rule out. */
-#define PMAX 32
-
-typedef struct proxy {
-    int lfd;
-    int port;
-    int target;
-    atomic_bool stop;
-    atomic_int armed;
-    atomic_int cuts;
-    char prefix[32];
-    char needle[256];
-    /* Client data containing delay_needle (and everything after it on that
-     * connection) reaches Redis delay_ms late; 0: no delay. */
-    atomic_int delay_ms;
-    char delay_needle[32];
-    atomic_int delayed; /* times data with delay_needle was held back */
-    pthread_t th;
-} proxy;
-
-typedef struct pending {
-    char *buf;
-    size_t len;
-    int64_t at;
-} pending;
-
-static void pend_add(pending *q, const char *b, size_t n, int64_t at)
-{
-    char *nb = realloc(q->buf, q->len + n);
-    cr_assert(nb != NULL);
-    memcpy(nb + q->len, b, n);
-    if (q->len == 0) {
-        q->at = at;
-    }
-    q->buf = nb;
-    q->len += n;
-}
-
-static int tcp_connect(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        close(fd);
-        fd = -1;
-    }
-    return fd;
-}
-
-static bool write_all(int fd, const char *b, ssize_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, b, (size_t)n);
-        if (w <= 0) {
-            return false;
-        }
-        b += w;
-        n -= w;
-    }
-    return true;
-}
-
-static void *proxy_main(void *arg)
-{
-    proxy *p = arg;
-    int cfd[PMAX], sfd[PMAX];
-    bool cut[PMAX];
-    pending q[PMAX];
-    int n = 0;
-    static char buf[65536];
-    memset(q, 0, sizeof q);
-    while (!atomic_load(&p->stop)) {
-        int timeout = 50;
-        int64_t now = th_now_ms();
-        for (int i = 0; i < n; i++) {
-            if (q[i].len > 0 && now >= q[i].at) {
-                write_all(sfd[i], q[i].buf, (ssize_t)q[i].len);
-                q[i].len = 0;
-            } else if (q[i].len > 0 && q[i].at - now < timeout) {
-                timeout = (int)(q[i].at - now);
-            }
-        }
-        struct pollfd pf[1 + 2 * PMAX];
-        pf[0] = (struct pollfd){p->lfd, POLLIN, 0};
-        for (int i = 0; i < n; i++) {
-            pf[1 + 2 * i] = (struct pollfd){cfd[i], POLLIN, 0};
-            pf[2 + 2 * i] = (struct pollfd){sfd[i], POLLIN, 0};
-        }
-        if (poll(pf, (nfds_t)(1 + 2 * n), timeout) <= 0) {
-            continue;
-        }
-        for (int i = n - 1; i >= 0; i--) {
-            bool close_pair = false;
-            if (pf[1 + 2 * i].revents) {
-                ssize_t k = read(cfd[i], buf, sizeof buf);
-                if (k <= 0) {
-                    close_pair = true;
-                } else {
-                    size_t plen = strlen(p->prefix);
-                    if (atomic_load(&p->armed) && (size_t)k >= plen &&
-                        memcmp(buf, p->prefix, plen) == 0 &&
-                        memmem(buf, (size_t)k, p->needle, strlen(p->needle))) {
-                        atomic_store(&p->armed, 0);
-                        cut[i] = true;
-                    }
-                    int d = atomic_load(&p->delay_ms);
-                    bool hold =
-                        d > 0 && memmem(buf, (size_t)k, p->delay_needle, strlen(p->delay_needle));
-                    if (hold) {
-                        atomic_fetch_add(&p->delayed, 1);
-                    }
-                    if (q[i].len > 0 || hold) {
-                        pend_add(&q[i], buf, (size_t)k, th_now_ms() + d);
-                    } else {
-                        close_pair = !write_all(sfd[i], buf, k);
-                    }
-                }
-            }
-            if (!close_pair && pf[2 + 2 * i].revents) {
-                ssize_t k = read(sfd[i], buf, sizeof buf);
-                if (k <= 0) {
-                    close_pair = true;
-                } else if (cut[i]) {
-                    atomic_fetch_add(&p->cuts, 1);
-                    close_pair = true;
-                } else {
-                    close_pair = !write_all(cfd[i], buf, k);
-                }
-            }
-            if (close_pair) {
-                close(cfd[i]);
-                close(sfd[i]);
-                n--;
-                free(q[i].buf);
-                cfd[i] = cfd[n];
-                sfd[i] = sfd[n];
-                cut[i] = cut[n];
-                q[i] = q[n];
-                memset(&q[n], 0, sizeof q[n]);
-            }
-        }
-        if (pf[0].revents & POLLIN) {
-            int c = accept4(p->lfd, NULL, NULL, SOCK_CLOEXEC);
-            if (c >= 0) {
-                int s = n < PMAX ? tcp_connect(p->target) : -1;
-                if (s < 0) {
-                    close(c);
-                } else {
-                    cfd[n] = c;
-                    sfd[n] = s;
-                    cut[n] = false;
-                    n++;
-                }
-            }
-        }
-    }
-    for (int i = 0; i < n; i++) {
-        close(cfd[i]);
-        close(sfd[i]);
-        free(q[i].buf);
-    }
-    return NULL;
-}
-
-static void proxy_start(proxy *p, int target)
-{
-    memset(p, 0, sizeof *p);
-    p->target = target;
-    p->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t al = sizeof a;
-    cr_assert(p->lfd >= 0 && bind(p->lfd, (struct sockaddr *)&a, sizeof a) == 0 &&
-              listen(p->lfd, 64) == 0 && getsockname(p->lfd, (struct sockaddr *)&a, &al) == 0);
-    p->port = ntohs(a.sin_port);
-    cr_assert_eq(pthread_create(&p->th, NULL, proxy_main, p), 0);
-}
-
-static void proxy_arm(proxy *p, const char *prefix, const char *needle)
-{
-    snprintf(p->prefix, sizeof p->prefix, "%s", prefix);
-    snprintf(p->needle, sizeof p->needle, "%s", needle);
-    atomic_store(&p->armed, 1);
-}
-
-static void proxy_stop(proxy *p)
-{
-    atomic_store(&p->stop, true);
-    pthread_join(p->th, NULL);
-    close(p->lfd);
-}
-
 /* RESP prefixes: the acquire script is EVALSHA sha 1 name lease owner (6
  * arguments), the unlock script EVALSHA sha 3 + 8 arguments (11). */
 #define ACQUIRE_PREFIX "*7\r\n$7\r\nEVALSHA"
 #define UNLOCK_PREFIX "*11\r\n$7\r\nEVALSHA"
 
-static rlock_client *proxy_client(proxy *p)
+/* A proxy in front of the private server, relaying at once. */
+static tp_proxy *proxy_start(void)
+{
+    tp_proxy *p = tp_new(srv.port);
+    cr_assert(p != NULL && tp_start(p) == 0, "cannot start the proxy");
+    return p;
+}
+
+static rlock_client *proxy_client(tp_proxy *p)
 {
     char u[64];
-    snprintf(u, sizeof u, "redis://127.0.0.1:%d", p->port);
+    snprintf(u, sizeof u, "redis://127.0.0.1:%d", tp_port(p));
     rlock_config cfg;
     config(&cfg, u, 1500, 1000, 5000, NULL);
     rlock_client *c = th_client_cfg(&cfg);
@@ -647,10 +425,9 @@ Test(faults, kill_pubsub_then_release_after_resubscribe)
 Test(faults, kill_pubsub_and_release_while_resubscribing)
 {
     char *name = th_name("kill-pubsub-race");
-    proxy px;
-    proxy_start(&px, srv.port);
+    tp_proxy *px = proxy_start();
     rlock_client *a = fclient(1500, 500, 10000, NULL);
-    rlock_client *b = proxy_client(&px);
+    rlock_client *b = proxy_client(px);
     rlock *l;
     th_ok(rlock_new(a, name, &l));
     th_ok(rlock_lock(l, 60000)); /* never the TTL: see above */
@@ -659,11 +436,10 @@ Test(faults, kill_pubsub_and_release_while_resubscribing)
     wait_subscribers(name, 1, 3000);
     cr_assert(!atomic_load(&w.done));
 
-    snprintf(px.delay_needle, sizeof px.delay_needle, "SUBSCRIBE");
-    atomic_store(&px.delay_ms, (int)th_ms(300));
+    tp_delay_matching(px, "SUBSCRIBE", th_ms(300));
     cr_assert(client_kill("pubsub") >= 1);
     /* Reconnected, its SUBSCRIBE held back by the proxy: release now. */
-    cr_assert(TH_POLL(atomic_load(&px.delayed) > 0, 3000), "no re-SUBSCRIBE reached the proxy");
+    cr_assert(TH_POLL(tp_delayed(px) > 0, 3000), "no re-SUBSCRIBE reached the proxy");
     int64_t t0 = th_now_ms();
     th_ok(rlock_unlock(l));
     cr_assert(waiter_join(&w, 5000),
@@ -676,7 +452,7 @@ Test(faults, kill_pubsub_and_release_while_resubscribing)
     rlock_free(l);
     rlock_client_free(a);
     rlock_client_free(b);
-    proxy_stop(&px);
+    tp_free(px);
     free(name);
 }
 
@@ -759,18 +535,17 @@ Test(faults, kill_normal_then_try_lock_succeeds)
 
 Test(faults, acquire_reply_lost_is_not_counted_twice)
 {
-    proxy px;
-    proxy_start(&px, srv.port);
-    rlock_client *a = proxy_client(&px);
+    tp_proxy *px = proxy_start();
+    rlock_client *a = proxy_client(px);
     char *name = th_name("cut-acquire");
     rlock *l;
     th_ok(rlock_new(a, name, &l));
-    proxy_arm(&px, ACQUIRE_PREFIX, name);
+    tp_cut_next_request(px, ACQUIRE_PREFIX, name);
     /* The first acquire runs in Redis but its reply never arrives. The
      * library must find out (spec 2.2: HGET tells for a first acquisition)
      * rather than send it again, which would count a second hold. */
     th_ok(rlock_try_lock(l, 5000, 10000));
-    cr_assert_eq(atomic_load(&px.cuts), 1, "the proxy did not cut the acquire");
+    cr_assert_eq(tp_cuts(px), 1, "the proxy did not cut the acquire");
     char *owner = th_owner(a, rlock_thread_id());
     redisContext *r = admin();
     cr_assert_eq(th_hget_int(r, name, owner), 1, "one rlock_try_lock() counted %lld holds",
@@ -781,22 +556,21 @@ Test(faults, acquire_reply_lost_is_not_counted_twice)
     redisFree(r);
     rlock_free(l);
     rlock_client_free(a);
-    proxy_stop(&px);
+    tp_free(px);
     free(owner);
     free(name);
 }
 
 Test(faults, acquire_reply_lost_zero_wait_leaves_no_unknown_hold)
 {
-    proxy px;
-    proxy_start(&px, srv.port);
-    rlock_client *a = proxy_client(&px);
+    tp_proxy *px = proxy_start();
+    rlock_client *a = proxy_client(px);
     char *name = th_name("cut-acquire0");
     rlock *l;
     th_ok(rlock_new(a, name, &l));
-    proxy_arm(&px, ACQUIRE_PREFIX, name);
+    tp_cut_next_request(px, ACQUIRE_PREFIX, name);
     rlock_status st = rlock_try_lock(l, 0, 10000);
-    cr_assert_eq(atomic_load(&px.cuts), 1, "the proxy did not cut the acquire");
+    cr_assert_eq(tp_cuts(px), 1, "the proxy did not cut the acquire");
     char *owner = th_owner(a, rlock_thread_id());
     redisContext *r = admin();
     long long n = th_hget_int(r, name, owner);
@@ -819,16 +593,15 @@ Test(faults, acquire_reply_lost_zero_wait_leaves_no_unknown_hold)
     redisFree(r);
     rlock_free(l);
     rlock_client_free(a);
-    proxy_stop(&px);
+    tp_free(px);
     free(owner);
     free(name);
 }
 
 Test(faults, unlock_reply_lost_is_retried_idempotently)
 {
-    proxy px;
-    proxy_start(&px, srv.port);
-    rlock_client *a = proxy_client(&px);
+    tp_proxy *px = proxy_start();
+    rlock_client *a = proxy_client(px);
     char *name = th_name("cut-unlock");
     rlock *l;
     th_ok(rlock_new(a, name, &l));
@@ -838,13 +611,13 @@ Test(faults, unlock_reply_lost_is_retried_idempotently)
     redisContext *r = admin();
     /* The partial unlock runs, its reply is lost, the retry (same latch)
      * must not decrement a second time. */
-    proxy_arm(&px, UNLOCK_PREFIX, name);
+    tp_cut_next_request(px, UNLOCK_PREFIX, name);
     th_ok(rlock_unlock(l));
-    cr_assert_eq(atomic_load(&px.cuts), 1, "the proxy did not cut the unlock");
+    cr_assert_eq(tp_cuts(px), 1, "the proxy did not cut the unlock");
     cr_assert_eq(th_hget_int(r, name, owner), 1, "the retried unlock decremented twice");
-    proxy_arm(&px, UNLOCK_PREFIX, name);
+    tp_cut_next_request(px, UNLOCK_PREFIX, name);
     th_ok(rlock_unlock(l));
-    cr_assert_eq(atomic_load(&px.cuts), 2);
+    cr_assert_eq(tp_cuts(px), 2);
     cr_assert_eq(th_exists(r, name), 0);
     uint64_t held = 1;
     th_ok(rlock_client_stat(a, RLOCK_STAT_HELD, &held));
@@ -853,7 +626,7 @@ Test(faults, unlock_reply_lost_is_retried_idempotently)
     redisFree(r);
     rlock_free(l);
     rlock_client_free(a);
-    proxy_stop(&px);
+    tp_free(px);
     free(owner);
     free(name);
 }
@@ -936,15 +709,15 @@ Test(faults, debug_sleep_acquire_times_out_and_leaves_no_orphan)
     th_ok(rlock_new(a, n2, &l2));
     th_ok(rlock_lock(l1, 1000)); /* connect and load the scripts first */
     th_ok(rlock_unlock(l1));
-    sleeper s;
-    debug_sleep_start(&s, "2.5");
+    th_stall s;
+    th_stall_start(&s, srv.port, 2500);
     int64_t t0 = th_now_ms(), t = t0;
     th_assert_status(rlock_try_lock(l1, 0, ORPHAN_LEASE_MS), RLOCK_ETIMEDOUT);
     cr_assert(th_now_ms() - t < 2000);
     t = th_now_ms();
     th_assert_status(rlock_lock(l2, RLOCK_WATCHDOG), RLOCK_ETIMEDOUT);
     cr_assert(th_now_ms() - t < 2000);
-    pthread_join(s.th, NULL);
+    th_stall_end(&s);
 
     /* The acquires sent before the timeouts were in the sleeping server's
      * socket buffers: they run once it wakes up, each leaving a hold the
@@ -983,12 +756,12 @@ Test(faults, debug_sleep_unlock_times_out_then_settles)
     rlock *l;
     th_ok(rlock_new(a, name, &l));
     th_ok(rlock_lock(l, RLOCK_WATCHDOG));
-    sleeper s;
-    debug_sleep_start(&s, "2");
+    th_stall s;
+    th_stall_start(&s, srv.port, 2000);
     int64_t t = th_now_ms();
     th_assert_status(rlock_unlock(l), RLOCK_ETIMEDOUT);
     cr_assert(th_now_ms() - t < 2000, "unlock took %lld ms", (long long)(th_now_ms() - t));
-    pthread_join(s.th, NULL);
+    th_stall_end(&s);
     /* The timed-out unlock may or may not have run after the sleep, before
      * or after this retry; the retry settles it either way. */
     rlock_status st = rlock_unlock(l);
@@ -1016,9 +789,9 @@ Test(faults, debug_sleep_shorter_than_lease_keeps_lock)
     th_ok(rlock_lock(l, RLOCK_WATCHDOG));
     redisContext *r = admin();
     th_wait_renewal(r, name, 3000); /* a renewal round has run */
-    sleeper s;
-    debug_sleep_start(&s, "1");
-    pthread_join(s.th, NULL);
+    th_stall s;
+    th_stall_start(&s, srv.port, 1000);
+    th_stall_end(&s);
     th_sleep_ms(3500); /* longer than the 3 s lease: only renewal after the stall keeps it */
     char *owner = th_owner(a, rlock_thread_id());
     cr_assert_eq(th_hget_int(r, name, owner), 1, "the lock lapsed during a 1 s stall");

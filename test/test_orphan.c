@@ -20,14 +20,6 @@ static void teardown(void)
 
 TestSuite(orphan, .init = setup, .fini = teardown, .timeout = 60);
 
-static void *debug_sleep(void *arg)
-{
-    redisContext *r = th_redis(srv.port);
-    th_run(r, "DEBUG SLEEP %s", (const char *)arg);
-    redisFree(r);
-    return NULL;
-}
-
 Test(orphan, late_acquire_is_released_on_next_call)
 {
     char *url = th_server_url(&srv);
@@ -41,13 +33,12 @@ Test(orphan, late_acquire_is_released_on_next_call)
     th_ok(rlock_lock(l, 5000)); /* connections made, script cached */
     th_ok(rlock_unlock(l));
 
-    pthread_t t;
-    pthread_create(&t, NULL, debug_sleep, "1.5");
-    th_wait_stalled(srv.port, 1000);
+    th_stall t;
+    th_stall_start(&t, srv.port, 1500);
     /* The acquire sits in the stalled server's socket buffer; its reply
      * and the HGET that would check it both time out. */
     th_assert_status(rlock_try_lock(l, 0, 60000), RLOCK_ETIMEDOUT);
-    pthread_join(t, NULL);
+    th_stall_end(&t);
 
     redisContext *r = th_redis(srv.port);
     char *owner = th_owner(c, rlock_thread_id());
