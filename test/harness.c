@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -250,9 +251,15 @@ static void server_spawn(th_server *s)
         dup2(fd, 0);
         dup2(fd, 1);
         dup2(fd, 2); /* never hold the test's output pipe open */
-        execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "",
-               "--appendonly", "no", "--dir", s->dir, "--logfile", log, "--enable-debug-command",
-               "yes", (char *)NULL);
+        const char *argv[64] = {"redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "",
+                                "--appendonly", "no", "--dir", s->dir, "--logfile", log,
+                                "--enable-debug-command", "yes"};
+        int n = 15;
+        for (int i = 0; s->args && s->args[i] && n < 63; i++) {
+            argv[n++] = s->args[i];
+        }
+        argv[n] = NULL;
+        execvp("redis-server", (char *const *)argv);
         _exit(127);
     }
     s->pid = pid;
@@ -318,6 +325,12 @@ static int wait_ready(th_server *s)
 
 void th_server_start(th_server *s)
 {
+    th_server_start_args(s, NULL);
+}
+
+void th_server_start_args(th_server *s, const char *const *args)
+{
+    s->args = args;
     snprintf(s->dir, sizeof s->dir, "/tmp/rlock-th.XXXXXX");
     cr_assert(mkdtemp(s->dir) != NULL);
     for (int attempt = 0; attempt < 20; attempt++) {
@@ -543,6 +556,35 @@ void th__stall_start(const char *file, int line, th_stall *s, int port, int64_t 
 void th_stall_end(th_stall *s)
 {
     pthread_join(s->th, NULL);
+}
+
+pid_t th_gettid(void)
+{
+    return (pid_t)syscall(SYS_gettid);
+}
+
+/* Whether thread tid is in a futex wait right now: the first field of
+ * /proc/self/task/<tid>/syscall is the number of the call it sleeps in
+ * ("running" when on a CPU). */
+static bool in_futex_wait(pid_t tid)
+{
+    char path[64], buf[64] = "";
+    snprintf(path, sizeof path, "/proc/self/task/%d/syscall", (int)tid);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        return false;
+    }
+    bool got = fgets(buf, sizeof buf, f) != NULL;
+    fclose(f);
+    return got && atol(buf) == SYS_futex && buf[0] != 'r';
+}
+
+void th__wait_blocked(const char *file, int line, pid_t tid, int64_t timeout_ms)
+{
+    int in_row = 0;
+    bool ok = TH_POLL((in_row = in_futex_wait(tid) ? in_row + 1 : 0) >= 3, timeout_ms);
+    cr_assert(ok, "%s:%d: thread %d is not asleep on a futex after %lld ms", file, line, (int)tid,
+              (long long)th_ms(timeout_ms));
 }
 
 char *th_build_path(const char *rel)

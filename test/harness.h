@@ -83,8 +83,13 @@ typedef struct th_server {
     int port;
     pid_t pid;
     char dir[256];
+    const char *const *args; /* extra redis-server arguments, or NULL */
 } th_server;
 void th_server_start(th_server *s);
+/* The same with extra redis-server arguments (NULL-terminated; they must
+ * outlive the server, e.g. a static array), e.g. {"--rename-command",
+ * "EXISTS", "", NULL}. */
+void th_server_start_args(th_server *s, const char *const *args);
 void th_server_stop(th_server *s);       /* SIGTERM and wait */
 void th_server_kill(th_server *s);       /* SIGKILL and wait */
 void th_server_restart(th_server *s);    /* stop, start again on the same port */
@@ -156,6 +161,16 @@ void th__wait_exists(const char *file, int line, redisContext *r, const char *ke
 long long th__wait_renewal(const char *file, int line, redisContext *r, const char *key,
                            int64_t timeout_ms);
 #define th_wait_renewal(r, key, timeout_ms) th__wait_renewal(__FILE__, __LINE__, r, key, timeout_ms)
+
+/* The calling thread's kernel id, for th_wait_blocked(). */
+pid_t th_gettid(void);
+/* Asserts that thread tid of this process is asleep in the kernel waiting
+ * on a futex (a condition variable: a waiter inside rlock_lock() between
+ * attempts) in three samples in a row, within th_ms(timeout_ms). No rlock
+ * call tells from outside that a thread sleeps inside it; its kernel state
+ * does (/proc/self/task/<tid>/syscall). */
+void th__wait_blocked(const char *file, int line, pid_t tid, int64_t timeout_ms);
+#define th_wait_blocked(tid, timeout_ms) th__wait_blocked(__FILE__, __LINE__, tid, timeout_ms)
 
 /* Runs fn(arg) in a forked child that exits with fn's return value, through
  * th_child_exit(). */

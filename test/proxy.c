@@ -215,10 +215,14 @@ static bool relay(tp_proxy *p, int i, int d, int64_t now)
     return enqueue(&c->q[d], p->buf, (size_t)k, at);
 }
 
-/* Closes connection i so that its client gets a reset, not a FIN. */
+/* Closes connection i with a FIN, then a reset: the client's socket goes to
+ * CLOSE_WAIT, and the reset there sets its error to EPIPE (in ESTABLISHED
+ * it would be ECONNRESET), so its next send fails with EPIPE, the error
+ * that raises SIGPIPE. */
 static void conn_reset(tp_proxy *p, int i)
 {
     struct linger lg = {1, 0};
+    shutdown(p->c[i].fd[TP_REQUESTS], SHUT_WR);
     setsockopt(p->c[i].fd[TP_REQUESTS], SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
     conn_close(p, i);
 }

@@ -52,9 +52,10 @@ void tp_answer_next(tp_proxy *p, const char *needle, const char *reply);
  * kernel's buffers until the client's sends block (a server that stops
  * reading); off: reading resumes. */
 void tp_stall_requests(tp_proxy *p, bool on);
-/* Closes every relayed connection with SO_LINGER 0: the client's side gets
- * a reset (RST), and its next send fails (EPIPE/ECONNRESET), as when a
- * peer crashes or a middlebox drops the flow. */
+/* Closes every relayed connection with a FIN and then a reset (SO_LINGER
+ * 0), as a peer that closes and drops what it was sent: a client that is
+ * still sending gets EPIPE from its next send (SIGPIPE without
+ * MSG_NOSIGNAL). */
 void tp_reset(tp_proxy *p);
 
 /* Counters: connections accepted, connections closed by tp_drop/tp_cut/

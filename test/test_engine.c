@@ -355,15 +355,24 @@ typedef struct waiter_arg {
     rlock *l;
     rlock_status st;
     int64_t at;
+    atomic_int tid; /* kernel id, set before the call */
 } waiter_arg;
 
 static void *take_and_keep(void *arg)
 {
     waiter_arg *w = arg;
+    atomic_store(&w->tid, (int)th_gettid());
     /* A 1 s lease that this thread never unlocks: it runs out silently. */
     w->st = rlock_try_lock(w->l, 20000, 1000);
     w->at = th_now_ms();
     return NULL;
+}
+
+static uint64_t commands_of(rlock_client *c)
+{
+    uint64_t n = 0;
+    th_ok(rlock_client_stat(c, RLOCK_STAT_COMMANDS, &n));
+    return n;
 }
 
 Test(engine, queued_waiter_retries_when_the_new_lease_ends, .timeout = 60)
@@ -375,13 +384,30 @@ Test(engine, queued_waiter_retries_when_the_new_lease_ends, .timeout = 60)
     th_ok(rlock_new(holder, name, &h));
     th_ok(rlock_new(c, name, &l1));
     th_ok(rlock_new(c, name, &l2));
+    /* Scripts cached and a connection made, so that each attempt of the
+     * first waiter is one command. */
+    char *warm = th_name("hint-warm");
+    rlock *w;
+    th_ok(rlock_new(c, warm, &w));
+    th_ok(rlock_lock(w, 1000));
+    th_ok(rlock_unlock(w));
+    rlock_free(w);
+    free(warm);
     th_ok(rlock_lock(h, 10000)); /* a long lease */
-    waiter_arg w1 = {l1, -1, 0}, w2 = {l2, -1, 0};
+    uint64_t base = commands_of(c);
+    waiter_arg w1 = {l1, -1, 0, 0}, w2 = {l2, -1, 0, 0};
     pthread_t t1, t2;
     pthread_create(&t1, NULL, take_and_keep, &w1);
-    th_sleep_ms(200);
+    /* The first waiter is queued: subscribed, its attempts made (one
+     * before, one after the subscription), asleep towards the 10 s lease. */
+    th_wait_waiters(0, name, 1, 3000);
+    cr_assert(TH_POLL(commands_of(c) >= base + 2, 3000), "the first waiter made %llu attempt(s)",
+              (unsigned long long)(commands_of(c) - base));
+    th_wait_blocked(atomic_load(&w1.tid), 3000);
     pthread_create(&t2, NULL, take_and_keep, &w2);
-    th_sleep_ms(300); /* both queued, sleeping towards the 10 s lease */
+    /* The second queues behind it, asleep on the same 10 s hint. */
+    cr_assert(TH_POLL(atomic_load(&w2.tid) != 0, 3000));
+    th_wait_blocked(atomic_load(&w2.tid), 3000);
     th_ok(rlock_unlock(h));
     int64_t released = th_now_ms();
     pthread_join(t1, NULL);

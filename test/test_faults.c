@@ -654,6 +654,23 @@ static void next_call_releases_orphan(rlock *l, const char *name, const char *ow
     redisFree(r);
 }
 
+/* Script calls Redis has run (EVALSHA and EVAL), from INFO commandstats. */
+static long long script_calls(redisContext *r)
+{
+    redisReply *rep = th_cmd(r, "INFO commandstats");
+    cr_assert_eq(rep->type, REDIS_REPLY_STRING);
+    long long n = 0;
+    const char *keys[2] = {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="};
+    for (int i = 0; i < 2; i++) {
+        const char *at = strstr(rep->str, keys[i]);
+        if (at) {
+            n += atoll(at + strlen(keys[i]));
+        }
+    }
+    freeReplyObject(rep);
+    return n;
+}
+
 Test(faults, client_pause_calls_time_out_and_leave_no_orphan)
 {
     char *n1 = th_name("pause1");
@@ -663,6 +680,7 @@ Test(faults, client_pause_calls_time_out_and_leave_no_orphan)
     th_ok(rlock_new(a, n1, &l1));
     th_ok(rlock_new(a, n2, &l2));
     redisContext *r = admin();
+    long long scripts0 = script_calls(r);
     freeReplyObject(th_cmd(r, "CLIENT PAUSE 3000 ALL"));
     int64_t t0 = th_now_ms(), t;
 
@@ -681,11 +699,24 @@ Test(faults, client_pause_calls_time_out_and_leave_no_orphan)
     th_ok(rlock_client_stat(a, RLOCK_STAT_HELD, &held));
     cr_assert_eq(held, 0, "a timed-out acquire is not tracked as held");
 
-    /* Once the pause is over, Redis may run what it had queued. */
+    /* Once the pause is over, Redis runs what it still has queued: only the
+     * requests of connections that are still open (it drops those of a
+     * client that disconnected while paused, and the library closes a
+     * connection whose reply timed out). Whatever ran must be exactly the
+     * holds Redis now has for this thread, one per acquire that ran; the
+     * next call of the thread releases each of them. */
     th_wait_awake(srv.port, 5000);
     char *owner = th_owner(a, rlock_thread_id());
-    cr_log_info("after the pause: %s count %lld, %s count %lld", n1, th_hget_int(r, n1, owner), n2,
-                th_hget_int(r, n2, owner));
+    long long ran = script_calls(r) - scripts0;
+    long long c1 = th_hget_int(r, n1, owner), c2 = th_hget_int(r, n2, owner);
+    cr_log_info("after the pause: %lld acquire(s) ran; %s count %lld, %s count %lld", ran, n1, c1,
+                n2, c2);
+    cr_assert(c1 >= 0 && c1 <= 1 && c2 >= 0 && c2 <= 1, "an acquire ran twice: counts %lld, %lld",
+              c1, c2);
+    cr_assert_eq(ran, c1 + c2,
+                 "%lld acquire script(s) ran during or after the pause, but Redis holds %lld "
+                 "hold(s) for the thread",
+                 ran, c1 + c2);
     next_call_releases_orphan(l1, n1, owner);
     next_call_releases_orphan(l2, n2, owner);
     cr_assert(th_now_ms() - t0 < ORPHAN_WATCHDOG_MS,
