@@ -1,5 +1,84 @@
 /* The client: configuration, identity, statuses and closing (fork() is in
- * test_faults.c). Every status of rlock.h is produced here at least once. */
+ * test_faults.c).
+ *
+ * Which test produces each (call, status) pair include/rlock.h documents
+ * ("suite::test"; statuses:: is test_statuses.c, one test per status for
+ * every call that documents it). Pairs marked "none" are not produced by
+ * any test, and why.
+ *
+ * rlock_client_new
+ *   OK          every test
+ *   EINVAL      client::einval_for_bad_arguments, badinput::config_fields_out_of_range
+ *   EIO         client::eio_when_nothing_listens, badinput::unreachable_endpoints_give_eio
+ *   EAUTH       badauth::passwords_and_acl_users
+ *   ETIMEDOUT   statuses::etimedout_from_every_call_when_the_server_stalls
+ *   ENOMEM      none: it allocates small, bounded amounts (pool_size <= 1024);
+ *               only a malloc hook could fail them, and the tests use none
+ * rlock_new
+ *   OK, EINVAL  client::einval_for_bad_arguments
+ *   ENOMEM      client::enomem_when_allocation_fails,
+ *               statuses::enomem_from_rlock_new_when_the_name_cannot_be_copied
+ *               (the latter under ASan/TSan too)
+ *   ECLOSED     faults::fork_while_holding,
+ *               statuses::eclosed_from_every_call_entering_a_closing_client
+ * rlock_lock, rlock_try_lock, rlock_lock_ex
+ *   OK          lock::reentrant_hold_count_in_redis, engine::cancel_interrupts_a_blocked_lock
+ *   EINVAL      client::einval_for_bad_arguments (lock, try_lock),
+ *               statuses::einval_from_lock_ex_and_cancel_new (lock_ex)
+ *   EBUSY       lock::try_lock_zero_wait_on_held_lock, wait::try_lock_gives_up_after_its_wait
+ *               (try_lock), engine::cancel_interrupts_a_blocked_lock (lock_ex)
+ *   ELOST       statuses::elost_from_every_acquire_call_and_unlock,
+ *               engine::reentry_after_loss_reports_it
+ *   EIO         statuses::eio_from_every_call_when_the_server_is_gone,
+ *               faults::outage_longer_than_retry_timeout_gives_eio
+ *   ETIMEDOUT   statuses::etimedout_from_every_call_when_the_server_stalls,
+ *               faults::client_pause_calls_time_out_and_leave_no_orphan
+ *   EREDIS      statuses::eredis_from_every_call_on_error_replies, lock::wrongtype_key_is_eredis
+ *   EPROTO      statuses::eproto_from_every_call_on_a_reply_of_another_shape
+ *   ECLOSED     statuses::eclosed_from_every_call_entering_a_closing_client,
+ *               client::free_wakes_waiters_with_eclosed, faults::fork_while_holding
+ *   EAUTH       statuses::eauth_from_every_call_when_a_reconnect_is_refused
+ *   EPOOL       statuses::epool_from_every_call_when_the_pool_stays_busy
+ *   ECANCELED   engine::cancel_interrupts_a_blocked_lock (lock_ex)
+ *   ENOMEM      none (see rlock_client_new)
+ * rlock_unlock
+ *   OK          lock::reentrant_hold_count_in_redis
+ *   EINVAL      client::einval_for_bad_arguments
+ *   ENOTOWNER   lock::unlock_by_non_owner_thread_is_refused
+ *   ELOST       watchdog::lost_lock_is_reported_and_unlock_says_elost,
+ *               statuses::elost_from_every_acquire_call_and_unlock
+ *   EIO, ETIMEDOUT, EREDIS, EPROTO, ECLOSED, EAUTH, EPOOL
+ *               statuses::<status>_from_every_call_... as for rlock_lock
+ * rlock_force_unlock
+ *   OK          lock::force_unlock_publishes_and_forgets
+ *   EINVAL      client::einval_for_bad_arguments
+ *   EIO, ETIMEDOUT, EREDIS (NOREPLICAS: DEL works on any type, so WRONGTYPE
+ *   cannot fail it), EPROTO, ECLOSED, EAUTH, EPOOL
+ *               statuses::<status>_from_every_call_... as for rlock_lock
+ *   ENOMEM      none (see rlock_client_new)
+ * rlock_is_locked, rlock_is_held_by_current_thread, rlock_is_held_by_thread,
+ * rlock_hold_count, rlock_remain_ttl
+ *   OK          lock::reentrant_hold_count_in_redis, lock::explicit_lease_expires,
+ *               statuses::elost_from_every_acquire_call_and_unlock (is_held_by_thread)
+ *   EINVAL      client::einval_for_bad_arguments, badinput::null_arguments_every_function
+ *   EREDIS      statuses::eredis_from_every_call_on_error_replies (WRONGTYPE for the
+ *               HEXISTS/HGET ones; EXISTS and PTTL on a server that renamed them away)
+ *   EPROTO      statuses::eproto_from_every_call_on_a_reply_of_another_shape,
+ *               client::eproto_for_a_non_numeric_count (hold_count)
+ *   ETIMEDOUT   statuses::etimedout_from_every_call_when_the_server_stalls,
+ *               client::etimedout_when_server_is_paused (hold_count)
+ *   EIO, ECLOSED, EAUTH, EPOOL
+ *               statuses::<status>_from_every_call_... as for rlock_lock
+ *   ENOMEM      none (see rlock_client_new)
+ * rlock_cancel_new
+ *   OK          engine::cancel_interrupts_a_blocked_lock
+ *   EINVAL      statuses::einval_from_lock_ex_and_cancel_new
+ *   ENOMEM      none (see rlock_client_new)
+ * rlock_client_stat
+ *   OK, EINVAL  client::einval_for_bad_arguments
+ *
+ * Sends that fail (a reset connection: EPIPE, a peer that stops reading: a
+ * full send buffer) are in test_statuses.c too, suite send::. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>

@@ -176,12 +176,68 @@ Test(statuses, etimedout_from_every_call_when_the_server_stalls)
     for (int i = 0; i < NCALLS; i++) {
         assert_call(i, invoke(i, s.ls[i]), RLOCK_ETIMEDOUT);
     }
+    /* A new client cannot finish its handshake either. */
+    rlock_client *x = NULL;
+    th_assert_status(rlock_client_new(&cfg, &x), RLOCK_ETIMEDOUT);
+    cr_assert_null(x);
     cr_assert(th_now_ms() - t0 < th_ms(6000), "the calls outlasted the stall");
     th_stall_end(&st);
     set_free(&s);
     rlock_client_free(c);
     th_server_stop(&srv);
     free(url);
+}
+
+/* ---- RLOCK_EINVAL and RLOCK_ELOST where no other test has them -------- */
+
+Test(statuses, einval_from_lock_ex_and_cancel_new)
+{
+    rlock_client *c = th_client(NULL, 0);
+    char *name = th_name("einval-ex");
+    rlock *l;
+    th_ok(rlock_new(c, name, &l));
+    int64_t ttl = 77;
+    th_assert_status(rlock_lock_ex(NULL, 0, LEASE_MS, NULL, &ttl), RLOCK_EINVAL);
+    th_assert_status(rlock_lock_ex(l, -2, LEASE_MS, NULL, &ttl), RLOCK_EINVAL);
+    th_assert_status(rlock_lock_ex(l, 0, 0, NULL, &ttl), RLOCK_EINVAL);
+    th_assert_status(rlock_lock_ex(l, RLOCK_MAX_TIME_MS + 1, LEASE_MS, NULL, &ttl), RLOCK_EINVAL);
+    cr_assert_eq(ttl, 77, "holder_ttl_ms written on EINVAL");
+    th_assert_status(rlock_cancel_new(NULL), RLOCK_EINVAL);
+    redisContext *r = th_redis(0);
+    cr_assert_eq(th_exists(r, name), 0);
+    redisFree(r);
+    rlock_free(l);
+    rlock_client_free(c);
+    free(name);
+}
+
+Test(statuses, elost_from_every_acquire_call_and_unlock)
+{
+    /* A re-entry whose outer hold is gone from Redis (deleted behind the
+     * client's back: an operator, a restart without persistence) takes
+     * nothing and says so; so does the outer unlock. */
+    rlock_client *c = th_client(NULL, 0);
+    redisContext *r = th_redis(0);
+    const int acquires[] = {C_LOCK, C_TRY_LOCK, C_LOCK_EX};
+    for (size_t k = 0; k < 3; k++) {
+        int i = acquires[k];
+        char *name = th_name("elost");
+        rlock *l;
+        th_ok(rlock_new(c, name, &l));
+        th_ok(rlock_lock(l, LEASE_MS));
+        bool held = false;
+        th_ok(rlock_is_held_by_thread(l, rlock_thread_id(), &held));
+        cr_assert(held);
+        th_run(r, "DEL %s", name);
+        assert_call(i, invoke(i, l), RLOCK_ELOST);
+        cr_assert_eq(th_exists(r, name), 0, "%s: the re-entry took a fresh hold", call_names[i]);
+        assert_call(C_UNLOCK, rlock_unlock(l), RLOCK_ELOST);
+        th_assert_status(rlock_unlock(l), RLOCK_ENOTOWNER);
+        rlock_free(l);
+        free(name);
+    }
+    redisFree(r);
+    rlock_client_free(c);
 }
 
 /* ---- RLOCK_EREDIS --------------------------------------------------------- */
@@ -566,14 +622,16 @@ Test(statuses, eclosed_from_every_call_entering_a_closing_client)
  * allocator_may_return_null makes it return NULL as malloc() would: the
  * sanitizers' own out-of-memory, set for this program only. */
 #if defined(__SANITIZE_ADDRESS__)
-const char *__asan_default_options(void);
+/* Exported (the build hides symbols by default): the sanitizer's runtime
+ * looks the hook up at start. */
+__attribute__((visibility("default"))) const char *__asan_default_options(void);
 const char *__asan_default_options(void)
 {
     return "allocator_may_return_null=1:max_allocation_size_mb=48";
 }
 #endif
 #if defined(__SANITIZE_THREAD__)
-const char *__tsan_default_options(void);
+__attribute__((visibility("default"))) const char *__tsan_default_options(void);
 const char *__tsan_default_options(void)
 {
     return "allocator_may_return_null=1:max_allocation_size_mb=48";
