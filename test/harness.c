@@ -397,9 +397,13 @@ extern void __gcov_dump(void) __attribute__((weak));
 
 _Noreturn void th_child_exit(int code)
 {
+#ifdef TH_COVERAGE
+    __gcov_dump();
+#else
     if (__gcov_dump) {
         __gcov_dump();
     }
+#endif
     _exit(code);
 }
 

@@ -206,6 +206,7 @@ struct blocked {
     const char *name;
     rlock_status st;
     atomic_bool started; /* about to call rlock_lock() */
+    atomic_int tid;      /* its kernel id, for th_wait_blocked() */
 };
 
 static void *block_on(void *arg)
@@ -213,6 +214,7 @@ static void *block_on(void *arg)
     struct blocked *b = arg;
     rlock *l;
     th_ok(rlock_new(b->c, b->name, &l));
+    atomic_store(&b->tid, (int)th_gettid());
     atomic_store(&b->started, true);
     b->st = rlock_lock(l, RLOCK_WATCHDOG);
     rlock_free(l);
@@ -226,16 +228,16 @@ Test(client, free_wakes_waiters_with_eclosed)
     rlock *l;
     th_ok(rlock_new(holder, name, &l));
     th_ok(rlock_lock(l, 30000));
-    struct blocked b[2] = {{c, name, RLOCK_OK, false}, {c, name, RLOCK_OK, false}};
+    struct blocked b[2] = {{c, name, RLOCK_OK, false, 0}, {c, name, RLOCK_OK, false, 0}};
     pthread_t t[2];
     for (int i = 0; i < 2; i++) {
         pthread_create(&t[i], NULL, block_on, &b[i]);
     }
     th_wait_waiters(0, name, 1, 3000);
     cr_assert(TH_POLL(atomic_load(&b[0].started) && atomic_load(&b[1].started), 3000));
-    /* No call tells from outside that a thread sleeps inside rlock_lock():
-     * give the two that entered it a moment to get there. */
-    th_sleep_ms(th_ms(200));
+    /* Both asleep inside rlock_lock(), as their threads' state shows. */
+    th_wait_blocked(atomic_load(&b[0].tid), 3000);
+    th_wait_blocked(atomic_load(&b[1].tid), 3000);
     int64_t t0 = th_now_ms();
     rlock_client_free(c);
     for (int i = 0; i < 2; i++) {
