@@ -211,10 +211,13 @@ RLOCK_API const char *rlock_name(const rlock *l);
  * Returns RLOCK_OK, RLOCK_EINVAL, RLOCK_ELOST (a re-entry found that this
  * thread's outer hold is gone from Redis: nothing was acquired, and the
  * outer unlock returns RLOCK_ELOST too), RLOCK_EIO (connection errors for
- * longer than retry_timeout_ms), RLOCK_ETIMEDOUT (an acquire got no reply
- * and its outcome could not be checked; if it ran after all, this thread's
- * next call for the name, or rlock_client_free(), releases it; see
- * docs/operations.md), RLOCK_EREDIS (e.g. the key holds another type),
+ * longer than retry_timeout_ms), RLOCK_ETIMEDOUT (no reply: the acquire
+ * carries a request id whose outcome Redis remembers, so it is sent again
+ * with that id, never counted twice, until the wait or retry_timeout_ms
+ * runs out; wait_ms 0: one command_timeout_ms; a request still unanswered
+ * then is abandoned by this thread's next call for the name, or by
+ * rlock_client_free(): a hold it took is given back; see docs/api.md),
+ * RLOCK_EREDIS (e.g. the key holds another type),
  * RLOCK_EPROTO, RLOCK_ECLOSED, RLOCK_ENOMEM, RLOCK_EAUTH, RLOCK_EPOOL. */
 RLOCK_API rlock_status rlock_lock(rlock *l, int64_t lease_ms);
 
@@ -264,11 +267,13 @@ RLOCK_API rlock_status rlock_lock_ex(rlock *l, int64_t wait_ms, int64_t lease_ms
  * Returns RLOCK_OK, RLOCK_ENOTOWNER (this thread holds no hold on it;
  * Redis unchanged), RLOCK_ELOST (this thread held it but the lease ran out
  * or it was force-unlocked; the hold is forgotten), RLOCK_EIO,
- * RLOCK_ETIMEDOUT, RLOCK_EREDIS (outcome unknown: the hold is still
- * counted, but a last hold is no longer renewed; this request's id is
- * kept, and this thread's next unlock of the name sends that same request
- * again, so a retry releases exactly one hold, never two; its next lock
- * of the name first settles it the same way), RLOCK_EPROTO, RLOCK_ECLOSED,
+ * RLOCK_ETIMEDOUT, RLOCK_EREDIS (not known to have run: the hold is still
+ * counted until settled, but a last hold is no longer renewed; this
+ * request's id is kept, and this thread's next unlock of the name sends
+ * that same request again and returns its outcome, so a retry releases
+ * exactly one hold, never two; its next lock of the name completes it
+ * first, then acquires; past 15 s a hold found gone answers RLOCK_ELOST),
+ * RLOCK_EPROTO, RLOCK_ECLOSED,
  * RLOCK_EINVAL, RLOCK_EAUTH, RLOCK_EPOOL. */
 RLOCK_API rlock_status rlock_unlock(rlock *l);
 

@@ -798,7 +798,7 @@ static void inject(void)
         tp_drop(cx.px[lane]);
         break;
     case F_CUT: {
-        static const char *const needles[3] = {"*11\r\n$7\r\nEVALSHA", "*6\r\n$7\r\nEVALSHA",
+        static const char *const needles[3] = {"*11\r\n$7\r\nEVALSHA", "*10\r\n$7\r\nEVALSHA",
                                                "EVALSHA"};
         int which = (int)rnd(&cx.rng, 0, 2);
         fault_add(kind, lane, which);

@@ -127,11 +127,14 @@ typedef struct rlock__holder {
     bool watchdog;      /* renewed by the watchdog */
     bool lost;          /* Redis no longer has it (renewal, re-entry) */
     bool in_round;      /* a renewal round in flight includes this hold */
-    bool suspect;       /* an acquire got no reply and may have run */
+    bool suspect;       /* an acquire got no reply and may have run: settle
+                           it with suspect_rid (empty: compare hold counts) */
     bool pending;       /* an unlock got no reply: resend pending_rid */
     bool acquiring;     /* its thread is between prepare and the outcome */
     int64_t pending_since;
     char pending_rid[33];
+    int64_t suspect_since;
+    char suspect_rid[33];
 } rlock__holder;
 
 typedef struct rlock__hold {
@@ -148,6 +151,8 @@ typedef struct rlock__hold_view {
     bool lost, suspect, pending, in_round;
     int64_t pending_since;
     char pending_rid[33];
+    int64_t suspect_since;
+    char suspect_rid[33];
 } rlock__hold_view;
 
 rlock_status rlock__holds_init(struct rlock_client *c);
@@ -168,8 +173,10 @@ void rlock__hold_released(struct rlock_client *c, const char *name, size_t len, 
 /* Redis no longer has this thread's hold: stop renewing, report RLOCK_ELOST
  * at its next unlock. */
 void rlock__hold_mark_lost(struct rlock_client *c, const char *name, size_t len, uint64_t tid);
+/* Records (rid != NULL: "" when only the hold counts can tell) or clears
+ * an acquire that got no answer. */
 void rlock__hold_set_suspect(struct rlock_client *c, const char *name, size_t len, uint64_t tid,
-                             bool on);
+                             const char *rid);
 /* Keeps (rid != NULL) or clears the id of an unanswered unlock; a last hold
  * whose unlock went unanswered is no longer renewed. */
 void rlock__hold_set_pending(struct rlock_client *c, const char *name, size_t len, uint64_t tid,

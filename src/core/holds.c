@@ -8,6 +8,7 @@
  * Every record is read and changed under hold_mu and found by (name,
  * thread) each time, so whoever holds the mutex may free one: its own
  * thread after a release, the thread-exit hook, the client at close. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -166,6 +167,8 @@ void rlock__hold_view_of(rlock_client *c, const char *name, size_t len, uint64_t
         v->in_round = x->in_round;
         v->pending_since = x->pending_since;
         memcpy(v->pending_rid, x->pending_rid, sizeof v->pending_rid);
+        v->suspect_since = x->suspect_since;
+        memcpy(v->suspect_rid, x->suspect_rid, sizeof v->suspect_rid);
     }
     v->lease_ms = (x && !x->watchdog && x->lease_ms > 0) ? x->lease_ms : c->cfg.watchdog_timeout_ms;
     pthread_mutex_unlock(&c->hold_mu);
@@ -233,13 +236,18 @@ void rlock__hold_mark_lost(rlock_client *c, const char *name, size_t len, uint64
     pthread_mutex_unlock(&c->hold_mu);
 }
 
-void rlock__hold_set_suspect(rlock_client *c, const char *name, size_t len, uint64_t tid, bool on)
+void rlock__hold_set_suspect(rlock_client *c, const char *name, size_t len, uint64_t tid,
+                             const char *rid)
 {
     pthread_mutex_lock(&c->hold_mu);
     rlock__hold *h = find_hold(c, name, len);
     rlock__holder *x = find_holder(h, tid);
     if (x) {
-        x->suspect = on;
+        x->suspect = rid != NULL;
+        if (rid) {
+            x->suspect_since = rlock__now_ms();
+            snprintf(x->suspect_rid, sizeof x->suspect_rid, "%s", rid);
+        }
         tidy(c, h, x);
     }
     pthread_mutex_unlock(&c->hold_mu);

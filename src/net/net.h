@@ -100,6 +100,7 @@ typedef struct rlock__script {
 
 /* Generated from lua/ at build time. */
 extern const rlock__script rlock__script_acquire;
+extern const rlock__script rlock__script_abandon;
 extern const rlock__script rlock__script_unlock;
 extern const rlock__script rlock__script_force_unlock;
 extern const rlock__script rlock__script_renew;
