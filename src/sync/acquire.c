@@ -61,7 +61,11 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
     if (st != RLOCK_OK) {
         return st;
     }
-    if ((st = rlock__settle(l, tid, true, rlock__now_ms() + cmd_ms)) != RLOCK_OK) {
+    /* Settling an earlier doubt and waiting out a renewal in flight share
+     * one command timeout: the steps before the first attempt never add up
+     * to more (finding 15). */
+    int64_t prelude_end = rlock__now_ms() + cmd_ms;
+    if ((st = rlock__settle(l, tid, true, prelude_end)) != RLOCK_OK) {
         rlock__hold_tidy(c, l->name, l->namelen, tid);
         return st;
     }
@@ -79,7 +83,11 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
         /* A renewal of this thread's previous hold is in flight; if it ran
          * after this acquire it would stretch the new lease to the
          * watchdog's. Let it finish first (rare, one round trip). */
-        rlock__hold_wait_round(c, l->name, l->namelen, tid, rlock__now_ms() + cmd_ms);
+        rlock__hold_wait_round(c, l->name, l->namelen, tid, prelude_end);
+    }
+    if (rlock__cancelled(cancel)) {
+        rlock__hold_tidy(c, l->name, l->namelen, tid);
+        return rlock__fail(RLOCK_ECANCELED, "the wait was cancelled");
     }
 
     waiting q = {NULL, NULL};
