@@ -119,11 +119,15 @@ typedef struct rlock_config {
      * renewed; or the thread holding it exited without unlocking (the
      * hold is no longer renewed and runs out with its lease). It runs on the client's own callback thread, never
      * on the renewal path, with no rlock mutex held, one call at a time, in
-     * the order the losses were found. The name pointer is valid only
-     * during the call. It may call any rlock function, block or take long
-     * (renewals carry on meanwhile; later reports queue up), except
-     * rlock_client_free() on its own client. rlock_client_free() waits for
-     * the call in progress and delivers the reports still queued. */
+     * the order the losses were found. A queued report whose hold has
+     * ended by its turn (its thread unlocked, was told RLOCK_ELOST and
+     * perhaps took the lock again) is dropped, never delivered about a
+     * newer hold; a report for an exited thread is always delivered. The
+     * name pointer is valid only during the call. It may call any rlock
+     * function, block or take long (renewals carry on meanwhile; later
+     * reports queue up), except rlock_client_free() on its own client.
+     * rlock_client_free() waits for the call in progress and delivers the
+     * reports still queued, those of losses found while it closes too. */
     void (*on_lock_lost)(const char *name, uint64_t thread_id, void *arg);
     void *on_lock_lost_arg;
     /* Most locks renewed by one script call; 0 -> 100 (as Redisson). */
@@ -160,12 +164,14 @@ RLOCK_API rlock_status rlock_client_new(const rlock_config *cfg, rlock_client **
 
 /* Closes a client: wakes every thread blocked in rlock_lock()/try_lock() on
  * it (they return RLOCK_ECLOSED), waits for calls in progress to return
- * (each at most about 2 x command_timeout_ms), delivers the on_lock_lost
- * reports still queued, stops its threads, settles what earlier calls left
- * in doubt (an acquire whose reply never came but that ran is released, an
- * unanswered unlock is sent again with its request id; together at most
- * about 2 x command_timeout_ms), deletes the unlock latch keys it still had
- * queued, closes the connections and frees everything. Held locks are not
+ * (each at most about 2 x command_timeout_ms), settles what earlier calls
+ * left in doubt, those of threads that have exited included (an acquire
+ * whose reply never came but that ran is released, an unanswered unlock is
+ * sent again with its request id; together at most about 2 x
+ * command_timeout_ms), stops the watchdog, deletes the unlock latch keys
+ * it still had queued, delivers the on_lock_lost reports still queued
+ * (losses found until the watchdog stopped included), stops its other
+ * threads, closes the connections and frees everything. Held locks are not
  * unlocked; their leases run out. Call it
  * once. rlock_free() touches only the handle, so handles may be freed
  * before or after their client (a thread woken with RLOCK_ECLOSED frees its

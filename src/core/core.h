@@ -112,12 +112,24 @@ void rlock__endpoint_label(const rlock__endpoint *ep, char *buf, size_t size);
 
 /* ---- the hold registry (holds.c) ------------------------------------- */
 
+/* How core tells the layers above that a hold was lost: a function and its
+ * argument stored in the client (src/client.c points them at the callback
+ * queue), so that core never calls up. Called with hold_mu held. epoch is
+ * the hold's (rlock__holder.epoch); final: the report needs no check at
+ * delivery (its thread exited, so that (name, thread) never holds again). */
+typedef void (*rlock__lost_fn)(void *arg, const char *name, size_t len, uint64_t tid,
+                               uint64_t epoch, bool final);
+
 /* What this client knows of one thread's hold on one lock name. Records
  * are only read or changed under the client's hold_mu, and looked up by
  * (name, thread) each time: no pointer to one is kept across a release of
  * the mutex, so any thread may free one under it. */
 typedef struct rlock__holder {
-    struct rlock__holder *next;
+    struct rlock__holder *next; /* the next holder of the same name */
+    /* The other records of the same thread (its rlock__thread_holds), so
+     * that its exit visits only its own, and the name this one is of. */
+    struct rlock__holder *tnext, *tprev;
+    struct rlock__hold *hold;
     uint64_t tid;
     int64_t count;      /* holds taken and not yet released */
     int64_t lease_ms;   /* explicit lease of the last acquire; 0 watchdog */
@@ -143,6 +155,14 @@ typedef struct rlock__hold {
     char *name;
     size_t namelen;
 } rlock__hold;
+
+/* The records of one thread, in the client's map keyed by the 8 bytes of
+ * its id; gone with its last record. */
+typedef struct rlock__thread_holds {
+    rlock__map_node node;
+    uint64_t tid;
+    rlock__holder *first;
+} rlock__thread_holds;
 
 /* A copy of a record, taken under the mutex. */
 typedef struct rlock__hold_view {
@@ -194,16 +214,43 @@ void rlock__holder_remove(struct rlock_client *c, rlock__hold *h, rlock__holder 
 /* Holds tracked right now (count > 0, not lost, lease not run out). */
 uint64_t rlock__holds_count(struct rlock_client *c);
 /* Thread tid exited: its watchdog holds stop being renewed and are reported
- * lost; every record of it is freed. */
+ * lost (final reports, through c->lost_fn). Its records are freed, except
+ * those with something in doubt (an acquire that may have run, an unlock
+ * not answered): they stay, with no hold counted, for the settling at
+ * close. Costs the thread's own records, not the client's. */
 void rlock__holds_thread_exit(struct rlock_client *c, uint64_t tid);
+/* The epoch of (name, tid)'s record, 0 when none. hold_mu held. */
+uint64_t rlock__hold_epoch_locked(struct rlock_client *c, const char *name, size_t len,
+                                  uint64_t tid);
+/* Whether (name, tid) still has the hold of that epoch, and it is lost:
+ * a report about it is not stale. Takes hold_mu. */
+bool rlock__hold_still_lost(struct rlock_client *c, const char *name, size_t len, uint64_t tid,
+                            uint64_t epoch);
 
 /* ---- clients and threads (client.c) ---------------------------------- */
+
+/* Fills the zero fields of cfg with defaults; RLOCK_EINVAL when one is out
+ * of range. */
+rlock_status rlock__config_fill(rlock_config *cfg);
+/* The process's list of live clients, which a thread's exit walks; after
+ * rlock__live_remove() returns no thread-exit hook is inside c. A fork()ed
+ * child starts with an empty list. */
+void rlock__live_add(struct rlock_client *c);
+void rlock__live_remove(struct rlock_client *c);
 
 /* Marks a public call in progress; RLOCK_ECLOSED when closing or in a
  * fork()ed child. Pair with rlock__leave(). Clears the error detail. */
 rlock_status rlock__enter(struct rlock_client *c);
+/* Its last touch of the client happens before rlock__calls_wait() can
+ * return. */
 void rlock__leave(struct rlock_client *c);
 bool rlock__closing(struct rlock_client *c);
+/* For the closer: init/destroy the count's mutex, refuse new calls, then
+ * wait until the calls in progress have left. */
+void rlock__calls_init(struct rlock_client *c);
+void rlock__calls_destroy(struct rlock_client *c);
+void rlock__calls_close(struct rlock_client *c);
+void rlock__calls_wait(struct rlock_client *c);
 void rlock__stat_add(struct rlock_client *c, rlock_stat s, uint64_t n);
 /* Creates a thread with every signal blocked, so that no library thread
  * ever takes a signal meant for the application (SIGPIPE included). */

@@ -7,13 +7,17 @@
  *
  * Every record is read and changed under hold_mu and found by (name,
  * thread) each time, so whoever holds the mutex may free one: its own
- * thread after a release, the thread-exit hook, the client at close. */
+ * thread after a release, the thread-exit hook, the client at close. Each
+ * record is in two lists: its name's (c->holds) and its thread's
+ * (c->threads), so that a thread's exit, which runs with hold_mu held and
+ * stalls every lock, unlock and renewal meanwhile, costs that thread's
+ * records only, however many other threads hold locks. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "object.h"
 
 static rlock__hold *find_hold(rlock_client *c, const char *name, size_t len)
 {
@@ -35,6 +39,56 @@ static rlock__holder *find(rlock_client *c, const char *name, size_t len, uint64
     return find_holder(find_hold(c, name, len), tid);
 }
 
+static rlock__thread_holds *find_thread(rlock_client *c, uint64_t tid)
+{
+    return (rlock__thread_holds *)rlock__map_get(&c->threads, (const char *)&tid, sizeof tid);
+}
+
+/* Puts x first in its thread's list, making the list if needed. */
+static rlock_status link_thread(rlock_client *c, rlock__holder *x)
+{
+    rlock__thread_holds *t = find_thread(c, x->tid);
+    if (!t) {
+        if (!(t = malloc(sizeof *t))) {
+            return RLOCK_ENOMEM;
+        }
+        t->tid = x->tid;
+        t->first = NULL;
+        t->node.key = (const char *)&t->tid;
+        t->node.keylen = sizeof t->tid;
+        if (rlock__map_put(&c->threads, &t->node) != RLOCK_OK) {
+            free(t);
+            return RLOCK_ENOMEM;
+        }
+    }
+    x->tprev = NULL;
+    x->tnext = t->first;
+    if (t->first) {
+        t->first->tprev = x;
+    }
+    t->first = x;
+    return RLOCK_OK;
+}
+
+static void unlink_thread(rlock_client *c, rlock__holder *x)
+{
+    if (x->tnext) {
+        x->tnext->tprev = x->tprev;
+    }
+    if (x->tprev) {
+        x->tprev->tnext = x->tnext;
+        return;
+    }
+    rlock__thread_holds *t = find_thread(c, x->tid);
+    if (t) { /* always: x is in it */
+        t->first = x->tnext;
+        if (!t->first) {
+            rlock__map_del(&c->threads, &t->node);
+            free(t);
+        }
+    }
+}
+
 void rlock__holder_remove(rlock_client *c, rlock__hold *h, rlock__holder *x)
 {
     rlock__holder **p = &h->holders;
@@ -42,6 +96,7 @@ void rlock__holder_remove(rlock_client *c, rlock__hold *h, rlock__holder *x)
         p = &(*p)->next;
     }
     *p = x->next;
+    unlink_thread(c, x);
     free(x);
     if (!h->holders) {
         rlock__map_del(&c->holds, &h->node);
@@ -64,7 +119,11 @@ rlock_status rlock__holds_init(rlock_client *c)
     pthread_mutex_init(&c->hold_mu, NULL);
     rlock__cond_init(&c->wd_cv);
     rlock__cond_init(&c->round_cv);
-    return rlock__map_init(&c->holds);
+    rlock_status st = rlock__map_init(&c->holds);
+    if (st == RLOCK_OK && (st = rlock__map_init(&c->threads)) != RLOCK_OK) {
+        rlock__map_destroy(&c->holds);
+    }
+    return st;
 }
 
 static void free_hold(rlock__map_node *n, void *arg)
@@ -79,21 +138,29 @@ static void free_hold(rlock__map_node *n, void *arg)
     }
 }
 
-void rlock__holds_free(rlock_client *c)
+/* Frees every node of m (each is the first member of its malloc'd entry)
+ * and the table. */
+static void free_nodes(rlock__map *m)
 {
-    if (!c->holds.slots) {
-        return;
-    }
-    rlock__map_each(&c->holds, free_hold, NULL);
-    for (size_t i = 0; i < c->holds.nslots; i++) {
-        rlock__map_node *n = c->holds.slots[i];
+    for (size_t i = 0; i < m->nslots; i++) {
+        rlock__map_node *n = m->slots[i];
         while (n) {
             rlock__map_node *next = n->next;
             free(n);
             n = next;
         }
     }
-    rlock__map_destroy(&c->holds);
+    rlock__map_destroy(m);
+}
+
+void rlock__holds_free(rlock_client *c)
+{
+    if (!c->holds.slots) {
+        return;
+    }
+    rlock__map_each(&c->holds, free_hold, NULL);
+    free_nodes(&c->holds);
+    free_nodes(&c->threads);
     if (c->pid == getpid()) {
         pthread_mutex_destroy(&c->hold_mu);
         pthread_cond_destroy(&c->wd_cv);
@@ -141,6 +208,16 @@ rlock_status rlock__hold_prepare(rlock_client *c, const char *name, size_t len, 
         x->tid = tid;
         x->expires_ms = -1;
         x->acquiring = true;
+        x->hold = h;
+        if (link_thread(c, x) != RLOCK_OK) {
+            free(x);
+            if (!h->holders) {
+                rlock__map_del(&c->holds, &h->node);
+                free(h);
+            }
+            pthread_mutex_unlock(&c->hold_mu);
+            return rlock__fail(RLOCK_ENOMEM, "out of memory for the hold record");
+        }
         x->next = h->holders;
         h->holders = x;
     }
@@ -331,47 +408,44 @@ uint64_t rlock__holds_count(rlock_client *c)
     return k.n;
 }
 
-typedef struct exiting {
-    rlock_client *c;
-    uint64_t tid;
-    rlock__hold **empty; /* holds left without holders, freed after the walk */
-    size_t nempty, cap;
-} exiting;
-
-static void exit_one(rlock__map_node *n, void *arg)
-{
-    exiting *e = arg;
-    rlock__hold *h = (rlock__hold *)n;
-    for (rlock__holder **p = &h->holders; *p;) {
-        rlock__holder *x = *p;
-        if (x->tid != e->tid) {
-            p = &x->next;
-            continue;
-        }
-        if (x->count > 0 && x->watchdog && !x->lost) {
-            rlock__report_lost(e->c, h->name, h->namelen, x->tid);
-        }
-        *p = x->next;
-        free(x);
-    }
-    if (!h->holders && e->nempty < e->cap) {
-        e->empty[e->nempty++] = h;
-    }
-}
-
 void rlock__holds_thread_exit(rlock_client *c, uint64_t tid)
 {
     pthread_mutex_lock(&c->hold_mu);
-    size_t cap = c->holds.count;
-    exiting e = {c, tid, cap ? malloc(cap * sizeof(rlock__hold *)) : NULL, 0, cap};
-    if (!e.empty) {
-        e.cap = 0;
+    rlock__thread_holds *t = find_thread(c, tid);
+    rlock__holder *next;
+    for (rlock__holder *x = t ? t->first : NULL; x; x = next) {
+        next = x->tnext; /* removing the last record frees t: read first */
+        rlock__hold *h = x->hold;
+        if (x->count > 0 && x->watchdog && !x->lost && c->lost_fn) {
+            c->lost_fn(c->lost_arg, h->name, h->namelen, x->tid, x->epoch, true);
+        }
+        if (x->suspect || x->pending) {
+            /* An acquire that may have run, an unlock that may not have:
+             * rlock_client_free() settles them (it finds them here), or
+             * the first would stay held for its lease after a clean
+             * shutdown. The thread holds nothing any more. */
+            x->count = 0;
+            x->watchdog = false;
+            x->expires_ms = -1;
+            continue;
+        }
+        rlock__holder_remove(c, h, x);
     }
-    rlock__map_each(&c->holds, exit_one, &e);
-    for (size_t i = 0; i < e.nempty; i++) {
-        rlock__map_del(&c->holds, &e.empty[i]->node);
-        free(e.empty[i]);
-    }
-    free(e.empty);
     pthread_mutex_unlock(&c->hold_mu);
+}
+
+uint64_t rlock__hold_epoch_locked(rlock_client *c, const char *name, size_t len, uint64_t tid)
+{
+    rlock__holder *x = find(c, name, len, tid);
+    return x ? x->epoch : 0;
+}
+
+bool rlock__hold_still_lost(rlock_client *c, const char *name, size_t len, uint64_t tid,
+                            uint64_t epoch)
+{
+    pthread_mutex_lock(&c->hold_mu);
+    rlock__holder *x = find(c, name, len, tid);
+    bool yes = x && x->epoch == epoch && x->count > 0 && x->lost;
+    pthread_mutex_unlock(&c->hold_mu);
+    return yes;
 }
