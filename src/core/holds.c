@@ -147,6 +147,37 @@ rlock_status rlock__hold_prepare(rlock_client *c, const char *name, size_t len, 
     return RLOCK_OK;
 }
 
+/* The TTL that keeps the lowest `left` levels of x: the watchdog's lease
+ * while one of them was taken in watchdog mode, else the explicit lease
+ * (that of the latest explicit acquire, as Redisson's unlock uses the
+ * lease of the latest acquire). */
+static int64_t ttl_below(const rlock_client *c, const rlock__holder *x, int64_t left)
+{
+    bool watchdog = x->wd_depth > 0 && x->wd_depth <= left;
+    return !watchdog && x->lease_ms > 0 ? x->lease_ms : c->cfg.watchdog_timeout_ms;
+}
+
+void rlock__holder_told(rlock__holder *x, int64_t sent_ms, int64_t ttl_ms)
+{
+    int64_t now = rlock__now_ms();
+    if (x->expires_ms < 0 || sent_ms > x->settled_ms) {
+        /* Sent after every earlier one was confirmed: Redis ran it last. */
+        x->expires_ms = sent_ms + ttl_ms;
+        x->told_ms = sent_ms;
+    } else {
+        /* In flight together with the one applied before (a renewal and
+         * the thread's own re-entry or unlock, on two connections): Redis
+         * may have run either last, and whichever did ran after both were
+         * sent. Keep the earlier of the two deadlines. */
+        int64_t from = sent_ms > x->told_ms ? sent_ms : x->told_ms;
+        if (from + ttl_ms < x->expires_ms) {
+            x->expires_ms = from + ttl_ms;
+        }
+        x->told_ms = from;
+    }
+    x->settled_ms = now;
+}
+
 void rlock__hold_view_of(rlock_client *c, const char *name, size_t len, uint64_t tid,
                          rlock__hold_view *v)
 {
@@ -167,12 +198,12 @@ void rlock__hold_view_of(rlock_client *c, const char *name, size_t len, uint64_t
         v->pending_since = x->pending_since;
         memcpy(v->pending_rid, x->pending_rid, sizeof v->pending_rid);
     }
-    v->lease_ms = (x && !x->watchdog && x->lease_ms > 0) ? x->lease_ms : c->cfg.watchdog_timeout_ms;
+    v->lease_ms = x ? ttl_below(c, x, x->count - 1) : c->cfg.watchdog_timeout_ms;
     pthread_mutex_unlock(&c->hold_mu);
 }
 
 void rlock__hold_acquired(rlock_client *c, const char *name, size_t len, uint64_t tid,
-                          int64_t lease_ms, int64_t sent_ms)
+                          int64_t lease_ms, int64_t sent_ms, const rlock__script *renew)
 {
     pthread_mutex_lock(&c->hold_mu);
     rlock__holder *x = find(c, name, len, tid);
@@ -184,40 +215,68 @@ void rlock__hold_acquired(rlock_client *c, const char *name, size_t len, uint64_
         }
         if (x->count == 0) {
             x->epoch = ++c->next_epoch;
-            x->watchdog = false;
+            x->wd_depth = 0;
             x->lease_ms = 0;
+            x->expires_ms = -1; /* a new hold: nothing before it counts */
         }
         x->count++;
+        x->renew = renew;
         if (lease_ms == RLOCK_WATCHDOG) {
-            x->watchdog = true;
+            /* Renewed while this level or one below it is held. */
+            if (x->wd_depth == 0) {
+                x->wd_depth = x->count;
+            }
         } else {
             x->lease_ms = lease_ms;
         }
-        /* Measured from when the script was sent: Redis started the lease
-         * no earlier, so the local view never outlives it. Renewals push it
-         * on (sync/watchdog.c). */
-        x->expires_ms =
-            sent_ms + (lease_ms == RLOCK_WATCHDOG ? c->cfg.watchdog_timeout_ms : lease_ms);
+        /* The script PEXPIREd the key with this lease, re-entries too:
+         * from now on the key lives by it, whatever it lived by before. */
+        rlock__holder_told(x, sent_ms,
+                           lease_ms == RLOCK_WATCHDOG ? c->cfg.watchdog_timeout_ms : lease_ms);
     }
     pthread_mutex_unlock(&c->hold_mu);
 }
 
-void rlock__hold_released(rlock_client *c, const char *name, size_t len, uint64_t tid, bool all)
+void rlock__hold_released(rlock_client *c, const char *name, size_t len, uint64_t tid, bool all,
+                          int64_t sent_ms)
 {
     pthread_mutex_lock(&c->hold_mu);
     rlock__hold *h = find_hold(c, name, len);
     rlock__holder *x = find_holder(h, tid);
     if (x) {
+        /* The answer to an unanswered unlock sent again: it may have run at
+         * its first send. */
+        if (x->pending && x->pending_sent_ms < sent_ms) {
+            sent_ms = x->pending_sent_ms;
+        }
         x->pending = false;
         if (all || x->count <= 1) {
             x->count = 0;
             x->lost = false;
-            x->watchdog = false;
+            x->wd_depth = 0;
             x->expires_ms = -1;
         } else {
             x->count--;
+            if (x->count < x->wd_depth) {
+                x->wd_depth = 0; /* the watchdog-mode level was released */
+            }
+            /* unlock.lua PEXPIREd the key with the view's lease_ms. */
+            if (!x->lost) {
+                rlock__holder_told(x, sent_ms, ttl_below(c, x, x->count));
+            }
         }
         tidy(c, h, x);
+    }
+    pthread_mutex_unlock(&c->hold_mu);
+}
+
+void rlock__hold_ttl_set(rlock_client *c, const char *name, size_t len, uint64_t tid,
+                         int64_t sent_ms, int64_t ttl_ms)
+{
+    pthread_mutex_lock(&c->hold_mu);
+    rlock__holder *x = find(c, name, len, tid);
+    if (x && x->count > 0 && !x->lost) {
+        rlock__holder_told(x, sent_ms, ttl_ms);
     }
     pthread_mutex_unlock(&c->hold_mu);
 }
@@ -228,7 +287,7 @@ void rlock__hold_mark_lost(rlock_client *c, const char *name, size_t len, uint64
     rlock__holder *x = find(c, name, len, tid);
     if (x && x->count > 0) {
         x->lost = true;
-        x->watchdog = false;
+        x->wd_depth = 0;
     }
     pthread_mutex_unlock(&c->hold_mu);
 }
@@ -246,7 +305,7 @@ void rlock__hold_set_suspect(rlock_client *c, const char *name, size_t len, uint
 }
 
 void rlock__hold_set_pending(rlock_client *c, const char *name, size_t len, uint64_t tid,
-                             const char *rid)
+                             const char *rid, int64_t sent_ms)
 {
     pthread_mutex_lock(&c->hold_mu);
     rlock__hold *h = find_hold(c, name, len);
@@ -255,13 +314,14 @@ void rlock__hold_set_pending(rlock_client *c, const char *name, size_t len, uint
         if (rid) {
             if (!x->pending || strcmp(x->pending_rid, rid) != 0) {
                 x->pending_since = rlock__now_ms();
+                x->pending_sent_ms = sent_ms;
             }
             x->pending = true;
             memcpy(x->pending_rid, rid, 33);
             /* The caller meant to let go of its last hold: whatever the
              * unanswered unlock did, the watchdog must not keep it. */
             if (x->count <= 1) {
-                x->watchdog = false;
+                x->wd_depth = 0;
             }
         } else {
             x->pending = false;
@@ -340,7 +400,7 @@ static void exit_one(rlock__map_node *n, void *arg)
             p = &x->next;
             continue;
         }
-        if (x->count > 0 && x->watchdog && !x->lost) {
+        if (x->count > 0 && x->wd_depth > 0 && !x->lost) {
             rlock__report_lost(e->c, h->name, h->namelen, x->tid);
         }
         *p = x->next;

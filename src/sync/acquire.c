@@ -104,7 +104,7 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
                 st = outcome(l, owner, held, st, tid, &a);
             }
             if (st == RLOCK_OK && a.what == RLOCK__TAKEN) {
-                rlock__hold_acquired(c, l->name, l->namelen, tid, lease_ms, sent);
+                rlock__hold_acquired(c, l->name, l->namelen, tid, lease_ms, sent, k->renew);
                 if (a.count != held + 1) {
                     /* Redis counts more than we do: an earlier acquire ran
                      * after its reply was lost. Settled at the next call. */

@@ -33,9 +33,11 @@ static void queue_latch(rlock *l, const char *rid)
     }
 }
 
-static void apply(rlock *l, uint64_t tid, rlock__released r, const char *rid)
+/* The unlock sent at sent_ms ran with result r (a partial one reset the
+ * key's TTL: the registry's deadline follows it). */
+static void apply(rlock *l, uint64_t tid, rlock__released r, const char *rid, int64_t sent_ms)
 {
-    rlock__hold_released(l->c, l->name, l->namelen, tid, r != RLOCK__PARTIAL);
+    rlock__hold_released(l->c, l->name, l->namelen, tid, r != RLOCK__PARTIAL, sent_ms);
     if (r != RLOCK__NOT_HELD && rid) {
         queue_latch(l, rid);
     }
@@ -99,7 +101,7 @@ rlock_status rlock__release(rlock *l)
                 return st;
             }
             if (ran) {
-                apply(l, tid, r, NULL);
+                apply(l, tid, r, NULL, v.pending_since); /* its first send counts */
                 return RLOCK_OK;
             }
         }
@@ -107,16 +109,17 @@ rlock_status rlock__release(rlock *l)
     }
     rlock__released r;
     bool once = false;
+    int64_t sent = rlock__now_ms();
     st = send_release(l, owner, rid, v.lease_ms, &r, &once);
     if (st == RLOCK_OK) {
-        apply(l, tid, r, once && !resend ? rid : NULL);
+        apply(l, tid, r, once && !resend ? rid : NULL, sent);
         if (r == RLOCK__NOT_HELD) {
             st = (v.count > 0 || v.lost)
                      ? rlock__fail(RLOCK_ELOST, "this thread's hold of the lock was lost")
                      : rlock__fail(RLOCK_ENOTOWNER, "the calling thread does not hold the lock");
         }
     } else if (v.count > 0 && st != RLOCK_ENOMEM) {
-        rlock__hold_set_pending(c, l->name, l->namelen, tid, rid);
+        rlock__hold_set_pending(c, l->name, l->namelen, tid, rid, sent);
     }
     return st;
 }
@@ -135,23 +138,25 @@ rlock_status rlock__settle(rlock *l, uint64_t tid, bool pending_too, int64_t dea
     if (pending_too && v.pending) {
         rlock__released r;
         bool ran = true;
-        if (rlock__now_ms() - v.pending_since < RLOCK__LATCH_TRUST_MS) {
+        int64_t sent = rlock__now_ms();
+        if (sent - v.pending_since < RLOCK__LATCH_TRUST_MS) {
             st = l->kind->release(l, owner, v.pending_rid, v.lease_ms, &r, deadline_ms);
             if (st == RLOCK_OK) {
-                apply(l, tid, r, NULL); /* a resend: its latch stays */
+                apply(l, tid, r, NULL, sent); /* a resend: its latch stays */
             }
         } else if ((st = judge_old_pending(l, owner, &v, &ran, &r, deadline_ms)) == RLOCK_OK) {
             if (ran) {
-                apply(l, tid, r, NULL);
+                apply(l, tid, r, NULL, sent);
             } else {
-                rlock__hold_set_pending(c, l->name, l->namelen, tid, NULL);
+                rlock__hold_set_pending(c, l->name, l->namelen, tid, NULL, 0);
                 /* It never ran: the caller's unlock is still owed. Send it
                  * now under a fresh id, as the caller asked. */
                 char rid[33];
                 rlock__request_id(rid);
+                sent = rlock__now_ms();
                 st = l->kind->release(l, owner, rid, v.lease_ms, &r, deadline_ms);
                 if (st == RLOCK_OK) {
-                    apply(l, tid, r, rid);
+                    apply(l, tid, r, rid, sent);
                 }
             }
         }
@@ -170,9 +175,12 @@ rlock_status rlock__settle(rlock *l, uint64_t tid, bool pending_too, int64_t dea
             char rid[33];
             rlock__released r;
             rlock__request_id(rid);
+            int64_t sent = rlock__now_ms();
             if (l->kind->release(l, owner, rid, v.lease_ms, &r, deadline_ms) != RLOCK_OK) {
                 return RLOCK_OK; /* stays suspect */
             }
+            /* It reset the TTL of the levels we hold. */
+            rlock__hold_ttl_set(c, l->name, l->namelen, tid, sent, v.lease_ms);
             queue_latch(l, rid);
         }
         rlock__hold_set_suspect(c, l->name, l->namelen, tid, false);
