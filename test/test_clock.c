@@ -103,14 +103,15 @@ static int64_t take_when_free(rlock *other, int64_t bound_ms)
  * awaited up to th_ms(wait_ms), so that a late one says how late. */
 static void assert_told_first(lost_rec *lr, int64_t cut_ms, int64_t taken_ms, int64_t wait_ms)
 {
+    /* cut_ms: the holder was cut off, or its lease shortened (time 0). */
     cr_assert(taken_ms >= 0, "the other client never got the lock: the key did not expire");
     cr_assert(TH_POLL(lost_at(lr) >= 0, wait_ms),
               "on_lock_lost never came (other owner in at +%lld ms)",
               (long long)(taken_ms - cut_ms));
     int64_t told = lost_at(lr);
     cr_assert(told < taken_ms,
-              "another client took the lock at +%lld ms after the cut, but the holder was told "
-              "only at +%lld ms: %lld ms of two holders, one of them not told",
+              "another client took the lock at +%lld ms, but the holder was told only at "
+              "+%lld ms: %lld ms of two holders, one of them not told",
               (long long)(taken_ms - cut_ms), (long long)(told - cut_ms),
               (long long)(told - taken_ms));
 }
@@ -393,4 +394,43 @@ Test(clock, watchdog_renews_with_the_kinds_script)
     redisFree(r);
     free(name);
     free(plain);
+}
+
+/* ---- a shorter re-entry lease under a watchdog hold -------------------- */
+
+/* lock(WATCHDOG), then a re-entry with a lease shorter than the renewal
+ * period, made just after a renewal: Redis expires the key before the next
+ * round. The re-entry brought the deadline nearer, so the watchdog must
+ * re-time its wait and report before another client can take the key. */
+Test(clock, shorter_reentry_lease_wakes_the_watchdog_to_report_in_time)
+{
+    int64_t wd = th_ms(3000), lease = wd / 5; /* next round in wd / 3 */
+    lost_rec lr = {PTHREAD_MUTEX_INITIALIZER, 0, 0, ""};
+    rlock_config cfg;
+    rlock_config_init(&cfg);
+    cfg.url = th_url();
+    cfg.watchdog_timeout_ms = wd;
+    cfg.on_lock_lost = on_lost;
+    cfg.on_lock_lost_arg = &lr;
+    rlock_client *c = th_client_cfg(&cfg);
+    rlock_client *o = th_client(NULL, 0);
+    redisContext *r = th_redis(0);
+    char *name = th_name("clock-short");
+    rlock *l, *ol;
+    th_ok(rlock_new(c, name, &l));
+    th_ok(rlock_new(o, name, &ol));
+    th_ok(rlock_lock(l, RLOCK_WATCHDOG));
+    th_wait_renewal(r, name, 3 * wd);
+    int64_t at = th_now_ms();
+    th_ok(rlock_lock(l, lease));
+    int64_t taken = take_when_free(ol, 2 * wd);
+    assert_told_first(&lr, at, taken, 2 * wd);
+    th_assert_status(rlock_unlock(l), RLOCK_ELOST);
+    th_ok(rlock_unlock(ol));
+    rlock_free(l);
+    rlock_free(ol);
+    rlock_client_free(c);
+    rlock_client_free(o);
+    redisFree(r);
+    free(name);
 }

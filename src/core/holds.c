@@ -178,6 +178,19 @@ void rlock__holder_told(rlock__holder *x, int64_t sent_ms, int64_t ttl_ms)
     x->settled_ms = now;
 }
 
+/* A request of x's own thread set a TTL (sent_ms, ttl_ms): the deadline
+ * follows it. When that brings a watchdog hold's report nearer (a
+ * re-entry with a lease shorter than what the last renewal set), the
+ * watchdog is woken to re-time its wait. */
+static void thread_told(rlock_client *c, rlock__holder *x, int64_t sent_ms, int64_t ttl_ms)
+{
+    int64_t before = x->expires_ms;
+    rlock__holder_told(x, sent_ms, ttl_ms);
+    if (x->wd_depth > 0 && (before < 0 || x->expires_ms < before)) {
+        pthread_cond_signal(&c->wd_cv);
+    }
+}
+
 void rlock__hold_view_of(rlock_client *c, const char *name, size_t len, uint64_t tid,
                          rlock__hold_view *v)
 {
@@ -231,8 +244,8 @@ void rlock__hold_acquired(rlock_client *c, const char *name, size_t len, uint64_
         }
         /* The script PEXPIREd the key with this lease, re-entries too:
          * from now on the key lives by it, whatever it lived by before. */
-        rlock__holder_told(x, sent_ms,
-                           lease_ms == RLOCK_WATCHDOG ? c->cfg.watchdog_timeout_ms : lease_ms);
+        thread_told(c, x, sent_ms,
+                    lease_ms == RLOCK_WATCHDOG ? c->cfg.watchdog_timeout_ms : lease_ms);
     }
     pthread_mutex_unlock(&c->hold_mu);
 }
@@ -262,7 +275,7 @@ void rlock__hold_released(rlock_client *c, const char *name, size_t len, uint64_
             }
             /* unlock.lua PEXPIREd the key with the view's lease_ms. */
             if (!x->lost) {
-                rlock__holder_told(x, sent_ms, ttl_below(c, x, x->count));
+                thread_told(c, x, sent_ms, ttl_below(c, x, x->count));
             }
         }
         tidy(c, h, x);
@@ -276,7 +289,7 @@ void rlock__hold_ttl_set(rlock_client *c, const char *name, size_t len, uint64_t
     pthread_mutex_lock(&c->hold_mu);
     rlock__holder *x = find(c, name, len, tid);
     if (x && x->count > 0 && !x->lost) {
-        rlock__holder_told(x, sent_ms, ttl_ms);
+        thread_told(c, x, sent_ms, ttl_ms);
     }
     pthread_mutex_unlock(&c->hold_mu);
 }
