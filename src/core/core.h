@@ -164,6 +164,8 @@ typedef struct rlock__hold_view {
     int64_t lease_ms; /* the TTL a partial unlock sets: that of the levels
                          left below the one released */
     bool lost, suspect, pending, in_round;
+    bool ends_watchdog; /* a partial unlock now releases the watchdog-mode
+                           level: the hold leaves watchdog mode */
     int64_t pending_since;
     char pending_rid[33];
 } rlock__hold_view;

@@ -208,6 +208,7 @@ void rlock__hold_view_of(rlock_client *c, const char *name, size_t len, uint64_t
         v->suspect = x->suspect;
         v->pending = x->pending;
         v->in_round = x->in_round;
+        v->ends_watchdog = x->count > 1 && x->wd_depth == x->count;
         v->pending_since = x->pending_since;
         memcpy(v->pending_rid, x->pending_rid, sizeof v->pending_rid);
     }

@@ -107,6 +107,13 @@ rlock_status rlock__release(rlock *l)
         }
         rlock__request_id(rid);
     }
+    if (v.ends_watchdog && v.in_round) {
+        /* A renewal in flight could run after this unlock and cut the
+         * explicit lease left to the watchdog's, with nothing renewing it
+         * any more. Let it finish first (rare, one round trip). */
+        rlock__hold_wait_round(c, l->name, l->namelen, tid,
+                               rlock__now_ms() + c->cfg.command_timeout_ms);
+    }
     rlock__released r;
     bool once = false;
     int64_t sent = rlock__now_ms();
