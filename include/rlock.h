@@ -122,10 +122,10 @@ typedef struct rlock_config {
      * latest acquire, re-entry, unlock or renewal that set its TTL, plus
      * that TTL), so before another owner can take it, and it is no longer
      * renewed; or the thread holding it exited without unlocking (the
-     * hold is no longer renewed and runs out with its lease). It runs on the client's own callback thread, never
-     * on the renewal path, with no rlock mutex held, one call at a time, in
-     * the order the losses were found. The name pointer is valid only
-     * during the call. It may call any rlock function, block or take long
+     * hold is no longer renewed and runs out with its lease). It runs on
+     * the client's own callback thread, never on the renewal path, with no
+     * rlock mutex held, one call at a time, in the order the losses were
+     * found. The name pointer is valid only during the call. It may call any rlock function, block or take long
      * (renewals carry on meanwhile; later reports queue up), except
      * rlock_client_free() on its own client. rlock_client_free() waits for
      * the call in progress and delivers the reports still queued. */

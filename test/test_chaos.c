@@ -352,8 +352,10 @@ static void section_body(worker *w, section *s, rlock *l, int idx, int depth, in
             break;
         }
         int64_t t = now_ns();
-        int64_t lv = lease == RLOCK_WATCHDOG && rnd(&w->rng, 0, 2) == 0 ? ms(rnd(&w->rng, 400, 2000))
-                                                                           : lease;
+        int64_t lv = lease;
+        if (lease == RLOCK_WATCHDOG && rnd(&w->rng, 0, 2) == 0) {
+            lv = ms(rnd(&w->rng, 400, 2000));
+        }
         rlock_status st = rlock_try_lock(l, 0, lv);
         if (lv != lease) {
             s->explicit_reentries++;

@@ -74,7 +74,8 @@ static void put_back(rlock__pool *p, rlock__conn *conn)
 rlock_status rlock__pool_borrow(rlock_client *c, rlock__pool *p, rlock__conn **out,
                                 int64_t deadline_ms)
 {
-    int64_t deadline = rlock__min_deadline(rlock__now_ms() + c->cfg.command_timeout_ms, deadline_ms);
+    int64_t deadline =
+        rlock__min_deadline(rlock__now_ms() + c->cfg.command_timeout_ms, deadline_ms);
     pthread_mutex_lock(&p->mu);
     /* Closing refuses only those who would have to wait: the close itself
      * borrows a free connection to settle what calls left in doubt. */

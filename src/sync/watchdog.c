@@ -363,7 +363,8 @@ static void flush_latches(rlock_client *c, bool all, int64_t deadline_ms)
         rlock__call call = {keys[lo], lens[lo], NULL, 0, (int)(hi - lo + 1),
                             (const char **)keys + lo - 1, lens + lo - 1};
         redisReply *r = NULL;
-        int64_t until = rlock__min_deadline(rlock__now_ms() + c->cfg.command_timeout_ms, deadline_ms);
+        int64_t until =
+            rlock__min_deadline(rlock__now_ms() + c->cfg.command_timeout_ms, deadline_ms);
         if (rlock__now_ms() < until && rlock__run(c, &call, &r, until) == RLOCK_OK) {
             freeReplyObject(r);
         }
