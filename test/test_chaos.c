@@ -540,7 +540,11 @@ static int worker_proc(int slot, int port, tp_proxy **proxies, pid_t parent)
     rlock_config_init(&cfg);
     cfg.url = url;
     cfg.watchdog_timeout_ms = me->watchdog_ms = ms(rnd(&rng, 8, 15) * 100);
-    cfg.command_timeout_ms = ms(300);
+    /* A command timeout from under a third of the watchdog's lease to over
+     * it (Redisson users run 3 s with 15-30 s): a renewal round that must
+     * reconnect into a half-dead link has to end by the report deadline,
+     * not by its own timeouts. */
+    cfg.command_timeout_ms = ms(rnd(&rng, 3, 9) * 100);
     cfg.connect_timeout_ms = ms(300);
     cfg.retry_timeout_ms = ms(4000);
     cfg.subscribe_timeout_ms = ms(1000);
