@@ -119,16 +119,18 @@ $(B)/test-lite/%: test/%.c test/harness.c test/harness.h $(B)/librlock.a test/li
 	$(CC) $(ALL_CFLAGS) -O0 -Itest/lite -Itest -o $@ $< test/harness.c test/lite/runner.c \
 	  $(B)/librlock.a $(ALL_LDFLAGS) $(RL_LDLIBS)
 
-# These tests also link the fault-injecting TCP proxy (test/proxy.c).
-PROXY_TESTS := test_chaos test_exact
-$(PROXY_TESTS:%=$(B)/test/%): $(B)/test/%: test/%.c test/proxy.c test/proxy.h test/harness.c \
-  test/harness.h $(B)/librlock.a $(CRIT_DEPS)
+# test_chaos, test_clock and test_exact also link the fault-injecting TCP proxy
+# (test/proxy.c).
+PROXY_TESTS := test_chaos test_clock test_exact
+$(patsubst %,$(B)/test/%,$(PROXY_TESTS)): $(B)/test/%: test/%.c test/proxy.c test/proxy.h \
+  test/harness.c test/harness.h $(B)/librlock.a $(CRIT_DEPS)
 	@mkdir -p $(B)/test
 	$(CC) $(ALL_CFLAGS) $(CRIT_CFLAGS) -Itest -o $@ $< test/proxy.c test/harness.c \
 	  $(B)/librlock.a $(ALL_LDFLAGS) $(RL_LDLIBS) $(CRIT_LIBS)
 
-$(PROXY_TESTS:%=$(B)/test-lite/%): $(B)/test-lite/%: test/%.c test/proxy.c test/proxy.h \
-  test/harness.c test/harness.h $(B)/librlock.a test/lite/runner.c test/lite/criterion/criterion.h
+$(patsubst %,$(B)/test-lite/%,$(PROXY_TESTS)): $(B)/test-lite/%: test/%.c test/proxy.c \
+  test/proxy.h test/harness.c test/harness.h $(B)/librlock.a test/lite/runner.c \
+  test/lite/criterion/criterion.h
 	@mkdir -p $(B)/test-lite
 	$(CC) $(ALL_CFLAGS) -O0 -Itest/lite -Itest -o $@ $< test/proxy.c test/harness.c \
 	  test/lite/runner.c $(B)/librlock.a $(ALL_LDFLAGS) $(RL_LDLIBS)

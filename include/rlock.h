@@ -108,26 +108,32 @@ typedef struct rlock_config {
     int pool_size;               /* most command connections, made on
                                     demand; 0 -> 32 */
     int64_t connect_timeout_ms;  /* per connect attempt; 0 -> 2000 */
-    int64_t command_timeout_ms;  /* per reply; 0 -> 3000 */
+    int64_t command_timeout_ms;  /* per reply, and per AUTH/SETNAME of a
+                                    connect; a reconnect made for a call or
+                                    renewal round ends within that call's
+                                    bound too; 0 -> 3000 */
     int64_t watchdog_timeout_ms; /* lease while renewing; 0 -> 30000 */
     /* Called when a watchdog-mode hold is gone: a renewal found it missing
      * from Redis (expired, force-unlocked from anywhere, this client
      * included, Redis restarted without the key); or no renewal could
-     * confirm it in time (a stalled server, a slow link): it is reported a
-     * tenth of watchdog_timeout_ms before its lease can have run out in
-     * Redis, so before another owner can take it, and it is no longer
+     * confirm it in time (a stalled server, a slow link, a link that accepts
+     * and never answers): it is reported a tenth of watchdog_timeout_ms
+     * before the key can have expired in Redis (the send time of the
+     * latest acquire, re-entry, unlock or renewal that set its TTL, plus
+     * that TTL), so before another owner can take it, and it is no longer
      * renewed; or the thread holding it exited without unlocking (the
-     * hold is no longer renewed and runs out with its lease). It runs on the client's own callback thread, never
-     * on the renewal path, with no rlock mutex held, one call at a time, in
-     * the order the losses were found. A queued report whose hold has
-     * ended by its turn (its thread unlocked, was told RLOCK_ELOST and
-     * perhaps took the lock again) is dropped, never delivered about a
-     * newer hold; a report for an exited thread is always delivered. The
-     * name pointer is valid only during the call. It may call any rlock
-     * function, block or take long (renewals carry on meanwhile; later
-     * reports queue up), except rlock_client_free() on its own client.
-     * rlock_client_free() waits for the call in progress and delivers the
-     * reports still queued, those of losses found while it closes too. */
+     * hold is no longer renewed and runs out with its lease). It runs on
+     * the client's own callback thread, never on the renewal path, with no
+     * rlock mutex held, one call at a time, in the order the losses were
+     * found. A queued report whose hold has ended by its turn (its thread
+     * unlocked, was told RLOCK_ELOST and perhaps took the lock again) is
+     * dropped, never delivered about a newer hold; a report for an exited
+     * thread is always delivered. The name pointer is valid only during the
+     * call. It may call any rlock function, block or take long (renewals
+     * carry on meanwhile; later reports queue up), except
+     * rlock_client_free() on its own client. rlock_client_free() waits for
+     * the call in progress and delivers the reports still queued, those of
+     * losses found while it closes too. */
     void (*on_lock_lost)(const char *name, uint64_t thread_id, void *arg);
     void *on_lock_lost_arg;
     /* Most locks renewed by one script call; 0 -> 100 (as Redisson). */
@@ -209,7 +215,11 @@ RLOCK_API const char *rlock_name(const rlock *l);
 /* Takes the lock for the calling thread, blocking until it is acquired.
  * lease_ms: RLOCK_WATCHDOG (renewed while held) or 1..RLOCK_MAX_TIME_MS
  * (expires after that, no renewal). Re-entry by the holder succeeds at once
- * and resets the lease. Waiting uses pub/sub: no polling; a waiter retries
+ * and resets the lease. A hold is renewed while any of its levels taken
+ * with RLOCK_WATCHDOG is held, as in Redisson: renewals reset the key to
+ * watchdog_timeout_ms even after a re-entry with a longer explicit lease,
+ * and the unlock of a watchdog level nested in an explicit one ends them
+ * (the key then lives by the explicit lease). Waiting uses pub/sub: no polling; a waiter retries
  * at the latest when the holder's lease (as its last attempt saw it) runs
  * out. Connection errors and replies that say the server cannot run
  * commands yet (LOADING, BUSY, TRYAGAIN, CLUSTERDOWN, MASTERDOWN) are

@@ -99,7 +99,7 @@ RLOCK_API rlock_status rlock_client_new(const rlock_config *cfg, rlock_client **
     /* Connect one command connection now, so that a wrong address or
      * password is reported by rlock_client_new() itself. */
     rlock__conn *conn;
-    if ((st = c->topo->borrow(c, NULL, 0, &conn)) != RLOCK_OK) {
+    if ((st = c->topo->borrow(c, NULL, 0, &conn, -1)) != RLOCK_OK) {
         goto fail_conn;
     }
     c->topo->give_back(c, conn);

@@ -37,6 +37,7 @@ typedef struct conn {
     int fd[2]; /* [TP_REQUESTS]: client side, read for requests; [TP_REPLIES]: server side */
     queue q[2];
     bool cut_armed; /* close when the server next answers */
+    bool mute;      /* half-dead: everything read is swallowed */
 } conn;
 
 struct tp_proxy {
@@ -48,6 +49,8 @@ struct tp_proxy {
     atomic_llong delay_until[2], delay_ms[2];
     atomic_uint drop_gen;
     atomic_bool cut_wanted;
+    atomic_bool muted;
+    atomic_uint mute_gen;
     pthread_mutex_t mu;
     char needle[TP_NEEDLE];
     atomic_ullong accepted, cuts;
@@ -159,6 +162,9 @@ static bool relay(tp_proxy *p, int i, int d, int64_t now)
     if (k <= 0) {
         return k < 0 && errno == EINTR;
     }
+    if (c->mute) {
+        return true; /* the link is up; nothing gets through, ever */
+    }
     if (d == TP_REPLIES && c->cut_armed) {
         atomic_fetch_add(&p->cuts, 1);
         return false; /* the request ran; its answer is lost with the link */
@@ -182,7 +188,7 @@ static bool relay(tp_proxy *p, int i, int d, int64_t now)
 static void *relay_main(void *arg)
 {
     tp_proxy *p = arg;
-    unsigned seen_gen = atomic_load(&p->drop_gen);
+    unsigned seen_gen = atomic_load(&p->drop_gen), seen_mute = atomic_load(&p->mute_gen);
     struct pollfd pf[2 + 2 * TP_MAX];
     while (!atomic_load(&p->stop)) {
         int64_t now = mono_ms();
@@ -192,6 +198,15 @@ static void *relay_main(void *arg)
             while (p->n > 0) {
                 atomic_fetch_add(&p->cuts, 1);
                 conn_close(p, p->n - 1);
+            }
+        }
+        gen = atomic_load(&p->mute_gen);
+        if (gen != seen_mute) {
+            seen_mute = gen;
+            for (int i = 0; i < p->n && atomic_load(&p->muted); i++) {
+                p->c[i].mute = true;
+                queue_clear(&p->c[i].q[0]); /* what waits is swallowed too */
+                queue_clear(&p->c[i].q[1]);
             }
         }
         int timeout = 200;
@@ -249,6 +264,7 @@ static void *relay_main(void *arg)
                     memset(&p->c[p->n], 0, sizeof p->c[p->n]);
                     p->c[p->n].fd[TP_REQUESTS] = cfd;
                     p->c[p->n].fd[TP_REPLIES] = sfd;
+                    p->c[p->n].mute = atomic_load(&p->muted);
                     p->n++;
                 }
             }
@@ -326,6 +342,13 @@ void tp_cut_next(tp_proxy *p, const char *needle)
     p->needle[n] = '\0';
     atomic_store(&p->cut_wanted, true);
     pthread_mutex_unlock(&p->mu);
+}
+
+void tp_mute(tp_proxy *p, bool on)
+{
+    atomic_store(&p->muted, on);
+    atomic_fetch_add(&p->mute_gen, 1);
+    wake(p);
 }
 
 uint64_t tp_accepted(const tp_proxy *p)

@@ -2,13 +2,15 @@
  * made to its port is relayed to a target port, and on command it delays
  * either direction (a latency spike: a request still runs, its reply comes
  * late; or the request itself runs late), drops every connection at once,
- * or cuts the next connection that carries a given request after Redis has
- * answered it (the request ran, the client sees EOF). One thread per proxy
+ * cuts the next connection that carries a given request after Redis has
+ * answered it (the request ran, the client sees EOF), or goes half-dead
+ * (accepts and never answers). One thread per proxy
  * relays all its connections, so a peer that stops reading stalls only its
  * own proxy. Built on the idea of the proxy in test_faults.c. */
 #ifndef RLOCK_TEST_PROXY_H
 #define RLOCK_TEST_PROXY_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef struct tp_proxy tp_proxy;
@@ -36,6 +38,13 @@ void tp_drop(tp_proxy *p);
 /* The next connection whose request data contains needle is relayed until
  * Redis answers that request, then closed with the answer dropped. */
 void tp_cut_next(tp_proxy *p, const char *needle);
+
+/* Half-dead link (on): every relayed connection, and every one accepted
+ * from now on, swallows what it reads in both directions. TCP stays up, a
+ * request never reaches the server and nothing ever answers: a proxy in
+ * front of a stalled server. Off: new connections are relayed again; the
+ * muted ones stay mute until closed (a client that timed out drops them). */
+void tp_mute(tp_proxy *p, bool on);
 
 /* Counters: connections accepted, connections closed by tp_drop/tp_cut. */
 uint64_t tp_accepted(const tp_proxy *p);

@@ -123,7 +123,16 @@ typedef void (*rlock__lost_fn)(void *arg, const char *name, size_t len, uint64_t
 /* What this client knows of one thread's hold on one lock name. Records
  * are only read or changed under the client's hold_mu, and looked up by
  * (name, thread) each time: no pointer to one is kept across a release of
- * the mutex, so any thread may free one under it. */
+ * the mutex, so any thread may free one under it.
+ *
+ * One clock: expires_ms is always derived from what Redis
+ * was last told. Every request that sets the key's TTL (a first acquire, a
+ * re-entry, a partial unlock, a renewal) reports its send time and the TTL
+ * it set (rlock__holder_told); Redis ran it no earlier than it was sent, so
+ * "send time + TTL" never outlives the key. Never the max of what we
+ * believe: a re-entry with a long lease under a watchdog hold is cut back
+ * to the watchdog's lease by the next renewal. */
+struct rlock__script; /* net/net.h: the script that renews a hold */
 typedef struct rlock__holder {
     struct rlock__holder *next; /* the next holder of the same name */
     /* The other records of the same thread (its rlock__thread_holds), so
@@ -132,11 +141,18 @@ typedef struct rlock__holder {
     struct rlock__hold *hold;
     uint64_t tid;
     int64_t count;      /* holds taken and not yet released */
-    int64_t lease_ms;   /* explicit lease of the last acquire; 0 watchdog */
-    int64_t expires_ms; /* local time the lease can have run out in Redis
-                           (last confirmed acquire or renewal sent + lease) */
+    int64_t lease_ms;   /* lease of the latest explicit-lease acquire; 0 none */
+    int64_t wd_depth;   /* depth of the lowest level taken in watchdog mode,
+                           0 none: renewed while nonzero (levels are
+                           released last in, first out) */
+    int64_t expires_ms; /* local time the key can expire in Redis, from the
+                           TTL-setting requests (-1: nothing held) */
+    int64_t told_ms;    /* no earlier than Redis ran the TTL-setting request
+                           that ran last: the latest send time applied */
+    int64_t settled_ms; /* when the latest TTL-setting request was confirmed:
+                           a request sent after it ran after all of them */
+    const struct rlock__script *renew; /* the kind's renewal script */
     uint64_t epoch;     /* changes with every first acquisition */
-    bool watchdog;      /* renewed by the watchdog */
     bool lost;          /* Redis no longer has it (renewal, re-entry) */
     bool in_round;      /* a renewal round in flight includes this hold */
     bool suspect;       /* an acquire got no reply and may have run: settle
@@ -144,6 +160,7 @@ typedef struct rlock__holder {
     bool pending;       /* an unlock got no reply: resend pending_rid */
     bool acquiring;     /* its thread is between prepare and the outcome */
     int64_t pending_since;
+    int64_t pending_sent_ms; /* first send of the unanswered unlock */
     char pending_rid[33];
     int64_t suspect_since;
     char suspect_rid[33];
@@ -166,9 +183,12 @@ typedef struct rlock__thread_holds {
 
 /* A copy of a record, taken under the mutex. */
 typedef struct rlock__hold_view {
-    int64_t count; /* 0 when no record */
-    int64_t lease_ms;
+    int64_t count;    /* 0 when no record */
+    int64_t lease_ms; /* the TTL a partial unlock sets: that of the levels
+                         left below the one released */
     bool lost, suspect, pending, in_round;
+    bool ends_watchdog; /* a partial unlock now releases the watchdog-mode
+                           level: the hold leaves watchdog mode */
     int64_t pending_since;
     char pending_rid[33];
     int64_t suspect_since;
@@ -183,13 +203,25 @@ rlock_status rlock__hold_prepare(struct rlock_client *c, const char *name, size_
                                  uint64_t tid);
 void rlock__hold_view_of(struct rlock_client *c, const char *name, size_t len, uint64_t tid,
                          rlock__hold_view *v);
-/* An acquire ran: count + 1; a first one starts a new epoch and the lease
- * (RLOCK_WATCHDOG or an explicit one) is recorded. */
+/* An acquire sent at sent_ms ran: count + 1; a first one starts a new
+ * epoch. The lease (RLOCK_WATCHDOG or an explicit one) sets the deadline;
+ * a watchdog-mode level is renewed with renew until it is released. */
 void rlock__hold_acquired(struct rlock_client *c, const char *name, size_t len, uint64_t tid,
-                          int64_t lease_ms, int64_t sent_ms);
-/* An unlock ran: all = the key is gone for us (forget), else count - 1. */
+                          int64_t lease_ms, int64_t sent_ms, const struct rlock__script *renew);
+/* An unlock sent at sent_ms ran: all = the key is gone for us (forget),
+ * else count - 1 and the TTL it set (the view's lease_ms) sets the
+ * deadline. The answer to an unanswered unlock resent with its id counts
+ * from its first send. */
 void rlock__hold_released(struct rlock_client *c, const char *name, size_t len, uint64_t tid,
-                          bool all);
+                          bool all, int64_t sent_ms);
+/* Another request sent at sent_ms set the key's TTL to ttl_ms (e.g. the
+ * release of an orphaned level). */
+void rlock__hold_ttl_set(struct rlock_client *c, const char *name, size_t len, uint64_t tid,
+                         int64_t sent_ms, int64_t ttl_ms);
+/* The same on a record (hold_mu held): the deadline follows the request
+ * that Redis ran last; for requests in flight together, the earlier of
+ * what each would give. */
+void rlock__holder_told(rlock__holder *x, int64_t sent_ms, int64_t ttl_ms);
 /* Redis no longer has this thread's hold: stop renewing, report RLOCK_ELOST
  * at its next unlock. */
 void rlock__hold_mark_lost(struct rlock_client *c, const char *name, size_t len, uint64_t tid);
@@ -197,10 +229,11 @@ void rlock__hold_mark_lost(struct rlock_client *c, const char *name, size_t len,
  * an acquire that got no answer. */
 void rlock__hold_set_suspect(struct rlock_client *c, const char *name, size_t len, uint64_t tid,
                              const char *rid);
-/* Keeps (rid != NULL) or clears the id of an unanswered unlock; a last hold
- * whose unlock went unanswered is no longer renewed. */
+/* Keeps (rid != NULL, first sent at sent_ms) or clears the id of an
+ * unanswered unlock; a last hold whose unlock went unanswered is no longer
+ * renewed. */
 void rlock__hold_set_pending(struct rlock_client *c, const char *name, size_t len, uint64_t tid,
-                             const char *rid);
+                             const char *rid, int64_t sent_ms);
 /* Ends an acquire that took nothing, and drops the record if nothing is
  * left to track (count 0, nothing in doubt). */
 void rlock__hold_tidy(struct rlock_client *c, const char *name, size_t len, uint64_t tid);

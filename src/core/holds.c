@@ -225,6 +225,50 @@ rlock_status rlock__hold_prepare(rlock_client *c, const char *name, size_t len, 
     return RLOCK_OK;
 }
 
+/* The TTL that keeps the lowest `left` levels of x: the watchdog's lease
+ * while one of them was taken in watchdog mode, else the explicit lease
+ * (that of the latest explicit acquire, as Redisson's unlock uses the
+ * lease of the latest acquire). */
+static int64_t ttl_below(const rlock_client *c, const rlock__holder *x, int64_t left)
+{
+    bool watchdog = x->wd_depth > 0 && x->wd_depth <= left;
+    return !watchdog && x->lease_ms > 0 ? x->lease_ms : c->cfg.watchdog_timeout_ms;
+}
+
+void rlock__holder_told(rlock__holder *x, int64_t sent_ms, int64_t ttl_ms)
+{
+    int64_t now = rlock__now_ms();
+    if (x->expires_ms < 0 || sent_ms > x->settled_ms) {
+        /* Sent after every earlier one was confirmed: Redis ran it last. */
+        x->expires_ms = sent_ms + ttl_ms;
+        x->told_ms = sent_ms;
+    } else {
+        /* In flight together with the one applied before (a renewal and
+         * the thread's own re-entry or unlock, on two connections): Redis
+         * may have run either last, and whichever did ran after both were
+         * sent. Keep the earlier of the two deadlines. */
+        int64_t from = sent_ms > x->told_ms ? sent_ms : x->told_ms;
+        if (from + ttl_ms < x->expires_ms) {
+            x->expires_ms = from + ttl_ms;
+        }
+        x->told_ms = from;
+    }
+    x->settled_ms = now;
+}
+
+/* A request of x's own thread set a TTL (sent_ms, ttl_ms): the deadline
+ * follows it. When that brings a watchdog hold's report nearer (a
+ * re-entry with a lease shorter than what the last renewal set), the
+ * watchdog is woken to re-time its wait. */
+static void thread_told(rlock_client *c, rlock__holder *x, int64_t sent_ms, int64_t ttl_ms)
+{
+    int64_t before = x->expires_ms;
+    rlock__holder_told(x, sent_ms, ttl_ms);
+    if (x->wd_depth > 0 && (before < 0 || x->expires_ms < before)) {
+        pthread_cond_signal(&c->wd_cv);
+    }
+}
+
 void rlock__hold_view_of(rlock_client *c, const char *name, size_t len, uint64_t tid,
                          rlock__hold_view *v)
 {
@@ -242,17 +286,18 @@ void rlock__hold_view_of(rlock_client *c, const char *name, size_t len, uint64_t
         v->suspect = x->suspect;
         v->pending = x->pending;
         v->in_round = x->in_round;
+        v->ends_watchdog = x->count > 1 && x->wd_depth == x->count;
         v->pending_since = x->pending_since;
         memcpy(v->pending_rid, x->pending_rid, sizeof v->pending_rid);
         v->suspect_since = x->suspect_since;
         memcpy(v->suspect_rid, x->suspect_rid, sizeof v->suspect_rid);
     }
-    v->lease_ms = (x && !x->watchdog && x->lease_ms > 0) ? x->lease_ms : c->cfg.watchdog_timeout_ms;
+    v->lease_ms = x ? ttl_below(c, x, x->count - 1) : c->cfg.watchdog_timeout_ms;
     pthread_mutex_unlock(&c->hold_mu);
 }
 
 void rlock__hold_acquired(rlock_client *c, const char *name, size_t len, uint64_t tid,
-                          int64_t lease_ms, int64_t sent_ms)
+                          int64_t lease_ms, int64_t sent_ms, const rlock__script *renew)
 {
     pthread_mutex_lock(&c->hold_mu);
     rlock__holder *x = find(c, name, len, tid);
@@ -264,40 +309,68 @@ void rlock__hold_acquired(rlock_client *c, const char *name, size_t len, uint64_
         }
         if (x->count == 0) {
             x->epoch = ++c->next_epoch;
-            x->watchdog = false;
+            x->wd_depth = 0;
             x->lease_ms = 0;
+            x->expires_ms = -1; /* a new hold: nothing before it counts */
         }
         x->count++;
+        x->renew = renew;
         if (lease_ms == RLOCK_WATCHDOG) {
-            x->watchdog = true;
+            /* Renewed while this level or one below it is held. */
+            if (x->wd_depth == 0) {
+                x->wd_depth = x->count;
+            }
         } else {
             x->lease_ms = lease_ms;
         }
-        /* Measured from when the script was sent: Redis started the lease
-         * no earlier, so the local view never outlives it. Renewals push it
-         * on (sync/watchdog.c). */
-        x->expires_ms =
-            sent_ms + (lease_ms == RLOCK_WATCHDOG ? c->cfg.watchdog_timeout_ms : lease_ms);
+        /* The script PEXPIREd the key with this lease, re-entries too:
+         * from now on the key lives by it, whatever it lived by before. */
+        thread_told(c, x, sent_ms,
+                    lease_ms == RLOCK_WATCHDOG ? c->cfg.watchdog_timeout_ms : lease_ms);
     }
     pthread_mutex_unlock(&c->hold_mu);
 }
 
-void rlock__hold_released(rlock_client *c, const char *name, size_t len, uint64_t tid, bool all)
+void rlock__hold_released(rlock_client *c, const char *name, size_t len, uint64_t tid, bool all,
+                          int64_t sent_ms)
 {
     pthread_mutex_lock(&c->hold_mu);
     rlock__hold *h = find_hold(c, name, len);
     rlock__holder *x = find_holder(h, tid);
     if (x) {
+        /* The answer to an unanswered unlock sent again: it may have run at
+         * its first send. */
+        if (x->pending && x->pending_sent_ms < sent_ms) {
+            sent_ms = x->pending_sent_ms;
+        }
         x->pending = false;
         if (all || x->count <= 1) {
             x->count = 0;
             x->lost = false;
-            x->watchdog = false;
+            x->wd_depth = 0;
             x->expires_ms = -1;
         } else {
             x->count--;
+            if (x->count < x->wd_depth) {
+                x->wd_depth = 0; /* the watchdog-mode level was released */
+            }
+            /* unlock.lua PEXPIREd the key with the view's lease_ms. */
+            if (!x->lost) {
+                thread_told(c, x, sent_ms, ttl_below(c, x, x->count));
+            }
         }
         tidy(c, h, x);
+    }
+    pthread_mutex_unlock(&c->hold_mu);
+}
+
+void rlock__hold_ttl_set(rlock_client *c, const char *name, size_t len, uint64_t tid,
+                         int64_t sent_ms, int64_t ttl_ms)
+{
+    pthread_mutex_lock(&c->hold_mu);
+    rlock__holder *x = find(c, name, len, tid);
+    if (x && x->count > 0 && !x->lost) {
+        thread_told(c, x, sent_ms, ttl_ms);
     }
     pthread_mutex_unlock(&c->hold_mu);
 }
@@ -308,7 +381,7 @@ void rlock__hold_mark_lost(rlock_client *c, const char *name, size_t len, uint64
     rlock__holder *x = find(c, name, len, tid);
     if (x && x->count > 0) {
         x->lost = true;
-        x->watchdog = false;
+        x->wd_depth = 0;
     }
     pthread_mutex_unlock(&c->hold_mu);
 }
@@ -331,7 +404,7 @@ void rlock__hold_set_suspect(rlock_client *c, const char *name, size_t len, uint
 }
 
 void rlock__hold_set_pending(rlock_client *c, const char *name, size_t len, uint64_t tid,
-                             const char *rid)
+                             const char *rid, int64_t sent_ms)
 {
     pthread_mutex_lock(&c->hold_mu);
     rlock__hold *h = find_hold(c, name, len);
@@ -340,13 +413,14 @@ void rlock__hold_set_pending(rlock_client *c, const char *name, size_t len, uint
         if (rid) {
             if (!x->pending || strcmp(x->pending_rid, rid) != 0) {
                 x->pending_since = rlock__now_ms();
+                x->pending_sent_ms = sent_ms;
             }
             x->pending = true;
             memcpy(x->pending_rid, rid, 33);
             /* The caller meant to let go of its last hold: whatever the
              * unanswered unlock did, the watchdog must not keep it. */
             if (x->count <= 1) {
-                x->watchdog = false;
+                x->wd_depth = 0;
             }
         } else {
             x->pending = false;
@@ -416,7 +490,7 @@ void rlock__holds_thread_exit(rlock_client *c, uint64_t tid)
     for (rlock__holder *x = t ? t->first : NULL; x; x = next) {
         next = x->tnext; /* removing the last record frees t: read first */
         rlock__hold *h = x->hold;
-        if (x->count > 0 && x->watchdog && !x->lost && c->lost_fn) {
+        if (x->count > 0 && x->wd_depth > 0 && !x->lost && c->lost_fn) {
             c->lost_fn(c->lost_arg, h->name, h->namelen, x->tid, x->epoch, true);
         }
         if (x->suspect || x->pending) {
@@ -425,7 +499,7 @@ void rlock__holds_thread_exit(rlock_client *c, uint64_t tid)
              * the first would stay held for its lease after a clean
              * shutdown. The thread holds nothing any more. */
             x->count = 0;
-            x->watchdog = false;
+            x->wd_depth = 0;
             x->expires_ms = -1;
             continue;
         }

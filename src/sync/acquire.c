@@ -113,7 +113,7 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
             int64_t sent = rlock__now_ms();
             st = k->attempt(l, owner, lease, held, rid, resend, &a, sent + cmd_ms);
             if (st == RLOCK_OK && a.what == RLOCK__TAKEN) {
-                rlock__hold_acquired(c, l->name, l->namelen, tid, lease_ms, sent);
+                rlock__hold_acquired(c, l->name, l->namelen, tid, lease_ms, sent, k->renew);
                 if (!resend) {
                     queue_acquire_latch(l, rid);
                 }

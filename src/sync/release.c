@@ -36,9 +36,11 @@ static void queue_latch(rlock *l, const char *rid)
     }
 }
 
-static void apply(rlock *l, uint64_t tid, rlock__released r, const char *rid)
+/* The unlock sent at sent_ms ran with result r (a partial one reset the
+ * key's TTL: the registry's deadline follows it). */
+static void apply(rlock *l, uint64_t tid, rlock__released r, const char *rid, int64_t sent_ms)
 {
-    rlock__hold_released(l->c, l->name, l->namelen, tid, r != RLOCK__PARTIAL);
+    rlock__hold_released(l->c, l->name, l->namelen, tid, r != RLOCK__PARTIAL, sent_ms);
     if (r != RLOCK__NOT_HELD && rid) {
         queue_latch(l, rid);
     }
@@ -116,11 +118,11 @@ rlock_status rlock__release(rlock *l)
                 return st;
             }
             if (j == RAN) {
-                apply(l, tid, RLOCK__PARTIAL, NULL);
+                apply(l, tid, RLOCK__PARTIAL, NULL, rlock__now_ms()); /* its first send */
                 return RLOCK_OK;
             }
             if (j == GONE) {
-                apply(l, tid, RLOCK__NOT_HELD, NULL);
+                apply(l, tid, RLOCK__NOT_HELD, NULL, rlock__now_ms());
                 return rlock__fail(RLOCK_ELOST,
                                    "the hold is gone, and its unlock went unanswered for too "
                                    "long to tell whether it ran: reported lost");
@@ -128,18 +130,25 @@ rlock_status rlock__release(rlock *l)
         }
         rlock__request_id(rid);
     }
+    if (v.ends_watchdog && v.in_round) {
+        /* A renewal in flight could run after this unlock and cut the
+         * explicit lease left to the watchdog's, with nothing renewing it
+         * any more. Let it finish first (rare, one round trip). */
+        rlock__hold_wait_round(c, l->name, l->namelen, tid, deadline);
+    }
     rlock__released r;
     bool once = false;
+    int64_t sent = rlock__now_ms();
     st = send_release(l, owner, rid, v.lease_ms, &r, &once, deadline);
     if (st == RLOCK_OK) {
-        apply(l, tid, r, once && !resend ? rid : NULL);
+        apply(l, tid, r, once && !resend ? rid : NULL, sent);
         if (r == RLOCK__NOT_HELD) {
             st = (v.count > 0 || v.lost)
                      ? rlock__fail(RLOCK_ELOST, "this thread's hold of the lock was lost")
                      : rlock__fail(RLOCK_ENOTOWNER, "the calling thread does not hold the lock");
         }
     } else if (v.count > 0 && st != RLOCK_ENOMEM) {
-        rlock__hold_set_pending(c, l->name, l->namelen, tid, rid);
+        rlock__hold_set_pending(c, l->name, l->namelen, tid, rid, sent);
     }
     return st;
 }
@@ -152,10 +161,15 @@ static rlock_status settle_acquire(rlock *l, uint64_t tid, const char *owner,
     rlock_client *c = l->c;
     if (v->suspect_rid[0] && trusted(v->suspect_since)) {
         int what;
+        int64_t sent = rlock__now_ms();
         rlock_status st = l->kind->abandon(l, owner, v->suspect_rid, v->lease_ms, &what,
                                            deadline_ms);
         if (st != RLOCK_OK) {
             return st;
+        }
+        if (what == RLOCK__GAVE_BACK) {
+            /* It reset the TTL of the levels we hold. */
+            rlock__hold_ttl_set(c, l->name, l->namelen, tid, sent, v->lease_ms);
         }
         if (what == RLOCK__TOOK_LOST && v->count > 0) {
             rlock__hold_mark_lost(c, l->name, l->namelen, tid);
@@ -173,9 +187,11 @@ static rlock_status settle_acquire(rlock *l, uint64_t tid, const char *owner,
         char rid[33];
         rlock__released r;
         rlock__request_id(rid);
+        int64_t sent = rlock__now_ms();
         if ((st = l->kind->release(l, owner, rid, v->lease_ms, &r, deadline_ms)) != RLOCK_OK) {
             return st; /* stays suspect */
         }
+        rlock__hold_ttl_set(c, l->name, l->namelen, tid, sent, v->lease_ms);
         queue_latch(l, rid);
     }
     rlock__hold_set_suspect(c, l->name, l->namelen, tid, NULL);
@@ -197,10 +213,11 @@ rlock_status rlock__settle(rlock *l, uint64_t tid, bool pending_too, int64_t dea
         /* The caller asked for this unlock: complete it (the same request
          * again while its latch answers for it), then go on. */
         rlock__released r;
+        int64_t sent = rlock__now_ms();
         if (trusted(v.pending_since)) {
             st = l->kind->release(l, owner, v.pending_rid, v.lease_ms, &r, deadline_ms);
             if (st == RLOCK_OK) {
-                apply(l, tid, r, NULL); /* a resend: its latch stays */
+                apply(l, tid, r, NULL, sent); /* a resend: its latch stays */
             }
         } else {
             judged j;
@@ -208,12 +225,14 @@ rlock_status rlock__settle(rlock *l, uint64_t tid, bool pending_too, int64_t dea
                 if (j == NOT_RUN) {
                     char rid[33];
                     rlock__request_id(rid);
+                    sent = rlock__now_ms();
                     st = l->kind->release(l, owner, rid, v.lease_ms, &r, deadline_ms);
                     if (st == RLOCK_OK) {
-                        apply(l, tid, r, rid);
+                        apply(l, tid, r, rid, sent);
                     }
                 } else {
-                    apply(l, tid, j == RAN ? RLOCK__PARTIAL : RLOCK__NOT_HELD, NULL);
+                    apply(l, tid, j == RAN ? RLOCK__PARTIAL : RLOCK__NOT_HELD, NULL,
+                          rlock__now_ms());
                 }
             }
         }
