@@ -27,7 +27,6 @@ static void fake_init(void)
     fake.fork_gen = rlock__fork_generation();
     pthread_mutex_init(&fake.life_mu, NULL);
     rlock__cond_init(&fake.life_cv);
-    atomic_init(&fake.closing, false);
 }
 
 /* prefix ":" ("{" name "}" | name) tail, as spec 0.1 says. */

@@ -29,7 +29,6 @@ static void fake_init(void)
     fake.pid = getpid();
     fake.fork_gen = rlock__fork_generation();
     rlock_config_init(&fake.cfg);
-    atomic_init(&fake.closing, false);
     atomic_init(&fake.active, 0);
     pthread_mutex_init(&fake.ps_mu, NULL);
     rlock__map_init(&fake.chans);

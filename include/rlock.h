@@ -108,22 +108,32 @@ typedef struct rlock_config {
     int pool_size;               /* most command connections, made on
                                     demand; 0 -> 32 */
     int64_t connect_timeout_ms;  /* per connect attempt; 0 -> 2000 */
-    int64_t command_timeout_ms;  /* per reply; 0 -> 3000 */
+    int64_t command_timeout_ms;  /* per reply, and per AUTH/SETNAME of a
+                                    connect; a reconnect made for a call or
+                                    renewal round ends within that call's
+                                    bound too; 0 -> 3000 */
     int64_t watchdog_timeout_ms; /* lease while renewing; 0 -> 30000 */
     /* Called when a watchdog-mode hold is gone: a renewal found it missing
      * from Redis (expired, force-unlocked from anywhere, this client
      * included, Redis restarted without the key); or no renewal could
-     * confirm it in time (a stalled server, a slow link): it is reported a
-     * tenth of watchdog_timeout_ms before its lease can have run out in
-     * Redis, so before another owner can take it, and it is no longer
+     * confirm it in time (a stalled server, a slow link, a link that accepts
+     * and never answers): it is reported a tenth of watchdog_timeout_ms
+     * before the key can have expired in Redis (the send time of the
+     * latest acquire, re-entry, unlock or renewal that set its TTL, plus
+     * that TTL), so before another owner can take it, and it is no longer
      * renewed; or the thread holding it exited without unlocking (the
-     * hold is no longer renewed and runs out with its lease). It runs on the client's own callback thread, never
-     * on the renewal path, with no rlock mutex held, one call at a time, in
-     * the order the losses were found. The name pointer is valid only
-     * during the call. It may call any rlock function, block or take long
-     * (renewals carry on meanwhile; later reports queue up), except
+     * hold is no longer renewed and runs out with its lease). It runs on
+     * the client's own callback thread, never on the renewal path, with no
+     * rlock mutex held, one call at a time, in the order the losses were
+     * found. A queued report whose hold has ended by its turn (its thread
+     * unlocked, was told RLOCK_ELOST and perhaps took the lock again) is
+     * dropped, never delivered about a newer hold; a report for an exited
+     * thread is always delivered. The name pointer is valid only during the
+     * call. It may call any rlock function, block or take long (renewals
+     * carry on meanwhile; later reports queue up), except
      * rlock_client_free() on its own client. rlock_client_free() waits for
-     * the call in progress and delivers the reports still queued. */
+     * the call in progress and delivers the reports still queued, those of
+     * losses found while it closes too. */
     void (*on_lock_lost)(const char *name, uint64_t thread_id, void *arg);
     void *on_lock_lost_arg;
     /* Most locks renewed by one script call; 0 -> 100 (as Redisson). */
@@ -160,12 +170,14 @@ RLOCK_API rlock_status rlock_client_new(const rlock_config *cfg, rlock_client **
 
 /* Closes a client: wakes every thread blocked in rlock_lock()/try_lock() on
  * it (they return RLOCK_ECLOSED), waits for calls in progress to return
- * (each at most about 2 x command_timeout_ms), delivers the on_lock_lost
- * reports still queued, stops its threads, settles what earlier calls left
- * in doubt (an acquire whose reply never came but that ran is released, an
- * unanswered unlock is sent again with its request id; together at most
- * about 2 x command_timeout_ms), deletes the unlock latch keys it still had
- * queued, closes the connections and frees everything. Held locks are not
+ * (each at most about 2 x command_timeout_ms), settles what earlier calls
+ * left in doubt, those of threads that have exited included (an acquire
+ * whose reply never came but that ran is released, an unanswered unlock is
+ * sent again with its request id; together at most about 2 x
+ * command_timeout_ms), stops the watchdog, deletes the unlock latch keys
+ * it still had queued, delivers the on_lock_lost reports still queued
+ * (losses found until the watchdog stopped included), stops its other
+ * threads, closes the connections and frees everything. Held locks are not
  * unlocked; their leases run out. Call it
  * once. rlock_free() touches only the handle, so handles may be freed
  * before or after their client (a thread woken with RLOCK_ECLOSED frees its
@@ -203,7 +215,11 @@ RLOCK_API const char *rlock_name(const rlock *l);
 /* Takes the lock for the calling thread, blocking until it is acquired.
  * lease_ms: RLOCK_WATCHDOG (renewed while held) or 1..RLOCK_MAX_TIME_MS
  * (expires after that, no renewal). Re-entry by the holder succeeds at once
- * and resets the lease. Waiting uses pub/sub: no polling; a waiter retries
+ * and resets the lease. A hold is renewed while any of its levels taken
+ * with RLOCK_WATCHDOG is held, as in Redisson: renewals reset the key to
+ * watchdog_timeout_ms even after a re-entry with a longer explicit lease,
+ * and the unlock of a watchdog level nested in an explicit one ends them
+ * (the key then lives by the explicit lease). Waiting uses pub/sub: no polling; a waiter retries
  * at the latest when the holder's lease (as its last attempt saw it) runs
  * out. Connection errors and replies that say the server cannot run
  * commands yet (LOADING, BUSY, TRYAGAIN, CLUSTERDOWN, MASTERDOWN) are
@@ -211,10 +227,13 @@ RLOCK_API const char *rlock_name(const rlock *l);
  * Returns RLOCK_OK, RLOCK_EINVAL, RLOCK_ELOST (a re-entry found that this
  * thread's outer hold is gone from Redis: nothing was acquired, and the
  * outer unlock returns RLOCK_ELOST too), RLOCK_EIO (connection errors for
- * longer than retry_timeout_ms), RLOCK_ETIMEDOUT (an acquire got no reply
- * and its outcome could not be checked; if it ran after all, this thread's
- * next call for the name, or rlock_client_free(), releases it; see
- * docs/operations.md), RLOCK_EREDIS (e.g. the key holds another type),
+ * longer than retry_timeout_ms), RLOCK_ETIMEDOUT (no reply: the acquire
+ * carries a request id whose outcome Redis remembers, so it is sent again
+ * with that id, never counted twice, until the wait or retry_timeout_ms
+ * runs out; wait_ms 0: one command_timeout_ms; a request still unanswered
+ * then is abandoned by this thread's next call for the name, or by
+ * rlock_client_free(): a hold it took is given back; see docs/api.md),
+ * RLOCK_EREDIS (e.g. the key holds another type),
  * RLOCK_EPROTO, RLOCK_ECLOSED, RLOCK_ENOMEM, RLOCK_EAUTH, RLOCK_EPOOL. */
 RLOCK_API rlock_status rlock_lock(rlock *l, int64_t lease_ms);
 
@@ -264,11 +283,13 @@ RLOCK_API rlock_status rlock_lock_ex(rlock *l, int64_t wait_ms, int64_t lease_ms
  * Returns RLOCK_OK, RLOCK_ENOTOWNER (this thread holds no hold on it;
  * Redis unchanged), RLOCK_ELOST (this thread held it but the lease ran out
  * or it was force-unlocked; the hold is forgotten), RLOCK_EIO,
- * RLOCK_ETIMEDOUT, RLOCK_EREDIS (outcome unknown: the hold is still
- * counted, but a last hold is no longer renewed; this request's id is
- * kept, and this thread's next unlock of the name sends that same request
- * again, so a retry releases exactly one hold, never two; its next lock
- * of the name first settles it the same way), RLOCK_EPROTO, RLOCK_ECLOSED,
+ * RLOCK_ETIMEDOUT, RLOCK_EREDIS (not known to have run: the hold is still
+ * counted until settled, but a last hold is no longer renewed; this
+ * request's id is kept, and this thread's next unlock of the name sends
+ * that same request again and returns its outcome, so a retry releases
+ * exactly one hold, never two; its next lock of the name completes it
+ * first, then acquires; past 15 s a hold found gone answers RLOCK_ELOST),
+ * RLOCK_EPROTO, RLOCK_ECLOSED,
  * RLOCK_EINVAL, RLOCK_EAUTH, RLOCK_EPOOL. */
 RLOCK_API rlock_status rlock_unlock(rlock *l);
 

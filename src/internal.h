@@ -1,81 +1,31 @@
 /* The layers of src/, bottom up, and the client object they share:
  *
- *   core/   time, map, statuses and error detail, names, request ids,
- *           URL, the hold registry, client lifecycle and thread ids
- *   net/    one connection, the pool, the topology (standalone.c; Sentinel
- *           and Cluster go beside it), the script runner
- *   sync/   subscriptions and waiters, cancellation, the acquire loop and
- *           release, the watchdog, the callback thread
- *   kinds/  one file per lock kind (reentrant.c), filling rlock__kind
- *   lock.c  the public calls on handles, for every kind
+ *   core/     time, map, statuses and error detail, names, request ids,
+ *             URL, the hold registry, configuration, calls in progress,
+ *             thread ids and the live-client list their exit walks
+ *   net/      one connection, the pool, the topology (standalone.c;
+ *             Sentinel and Cluster go beside it), the script runner
+ *   sync/     subscriptions and waiters, cancellation, the acquire loop and
+ *             release, the watchdog, the callback thread
+ *   kinds/    one file per lock kind (reentrant.c), filling rlock__kind
+ *   lock.c    the public calls on handles, for every kind
+ *   client.c  the client's life cycle: create (connect, start the threads
+ *             of sync/), close (in an order where nothing reports after
+ *             the callback thread is gone), the fork()ed child's free
+ *
+ * Calls only point down the list. core/ calls nothing of net/, sync/ or
+ * kinds/: it reports a lost hold through the hook the client carries
+ * (lost_fn), which client.c sets. The client object (object.h) is shared
+ * by all layers; core/ includes only that header, so the compiler keeps it
+ * from calling up.
  *
  * Nothing here is installed. Internal non-static names carry the rlock__
  * prefix. */
 #ifndef RLOCK_INTERNAL_H
 #define RLOCK_INTERNAL_H
 
-#include "core/core.h"
+#include "object.h"
 #include "kinds/kind.h"
-#include "net/net.h"
 #include "sync/sync.h"
-
-typedef struct rlock__lost_note rlock__lost_note;
-
-struct rlock_client {
-    rlock_config cfg; /* copy, defaults filled; cfg.url points to url */
-    char *url;
-    rlock__endpoint ep;
-    char id[37];
-    char conn_name[128]; /* CLIENT SETNAME value */
-    pid_t pid;           /* creator; any other pid is a fork()ed child */
-    uint64_t fork_gen;   /* rlock__fork_generation() at creation */
-    struct rlock_client *next_live; /* in the process's list of clients */
-
-    const rlock__topology *topo;
-    rlock__pool pool; /* the standalone topology's one pool */
-
-    /* Calls in progress, so that free() waits for them. */
-    pthread_mutex_t life_mu;
-    pthread_cond_t life_cv;
-    atomic_int active;
-    atomic_bool closing;
-
-    /* Hold registry (core/holds.c) and watchdog (sync/watchdog.c). */
-    pthread_mutex_t hold_mu;
-    pthread_cond_t wd_cv;    /* wakes the watchdog */
-    pthread_cond_t round_cv; /* a renewal round ended */
-    rlock__map holds;
-    uint64_t next_epoch;
-    char **latches;
-    size_t *latch_lens;
-    size_t nlatches;
-    size_t cap_latches;
-    int64_t latch_since_ms;
-    bool wd_stop;
-    bool wd_running;
-    pthread_t wd_thread;
-
-    /* Callbacks (sync/callbacks.c). */
-    pthread_mutex_t cb_mu;
-    pthread_cond_t cb_cv;
-    rlock__lost_note *cb_head, *cb_tail;
-    bool cb_stop;
-    bool cb_running;
-    pthread_t cb_thread;
-
-    /* Pub/sub (sync/pubsub.c). */
-    pthread_mutex_t ps_mu;
-    rlock__map chans;
-    rlock__chan *dirty; /* entries with a (un)subscribe to send */
-    int wake_pipe[2];
-    /* The pub/sub thread's connection, mirrored here under ps_mu only so
-     * that a fork()ed child can free it (the thread is gone there). */
-    redisContext *ps_ctx;
-    bool ps_stop;
-    bool ps_running;
-    pthread_t ps_thread;
-
-    atomic_uint_fast64_t stat[RLOCK_STAT_HELD + 1];
-};
 
 #endif

@@ -26,7 +26,9 @@ rlock_status rlock__handle_init(rlock *l, rlock_client *c, const rlock__kind *ki
     l->channel = rlock__prefixed("redisson_lock__channel", name, len, "", &l->chanlen);
     l->latch_prefix =
         rlock__prefixed("redisson_unlock_latch", name, len, ":", &l->latch_prefix_len);
-    if (!l->name || !l->channel || !l->latch_prefix) {
+    l->acq_latch_prefix =
+        rlock__prefixed("rlock_acquire_latch", name, len, ":", &l->acq_latch_prefix_len);
+    if (!l->name || !l->channel || !l->latch_prefix || !l->acq_latch_prefix) {
         rlock__handle_fini(l);
         return rlock__fail(RLOCK_ENOMEM, "out of memory for a handle");
     }
@@ -38,7 +40,8 @@ void rlock__handle_fini(rlock *l)
     free(l->name);
     free(l->channel);
     free(l->latch_prefix);
-    l->name = l->channel = l->latch_prefix = NULL;
+    free(l->acq_latch_prefix);
+    l->name = l->channel = l->latch_prefix = l->acq_latch_prefix = NULL;
 }
 
 RLOCK_API rlock_status rlock_new(rlock_client *c, const char *name, rlock **out)

@@ -42,6 +42,7 @@ typedef struct conn {
     bool cut_armed;    /* close when the server next answers */
     bool answer_armed; /* replace the server's next answer */
     bool delaying;     /* tp_delay_matching matched: hold all that follows */
+    bool mute;         /* half-dead: everything read is swallowed */
 } conn;
 
 struct tp_proxy {
@@ -53,6 +54,8 @@ struct tp_proxy {
     atomic_llong delay_until[2], delay_ms[2];
     atomic_uint drop_gen;
     atomic_bool cut_wanted;
+    atomic_bool muted;
+    atomic_uint mute_gen;
     pthread_mutex_t mu;
     char needle[TP_NEEDLE];
     char prefix[TP_PREFIX];
@@ -173,6 +176,9 @@ static bool relay(tp_proxy *p, int i, int d, int64_t now)
     if (k <= 0) {
         return k < 0 && errno == EINTR;
     }
+    if (c->mute) {
+        return true; /* the link is up; nothing gets through, ever */
+    }
     if (d == TP_REPLIES && c->cut_armed) {
         atomic_fetch_add(&p->cuts, 1);
         return false; /* the request ran; its answer is lost with the link */
@@ -189,7 +195,8 @@ static bool relay(tp_proxy *p, int i, int d, int64_t now)
     if (d == TP_REQUESTS) {
         pthread_mutex_lock(&p->mu);
         size_t plen = strlen(p->prefix);
-        if (atomic_load(&p->cut_wanted) && (size_t)k >= plen && memcmp(p->buf, p->prefix, plen) == 0 &&
+        if (atomic_load(&p->cut_wanted) && (size_t)k >= plen &&
+            memcmp(p->buf, p->prefix, plen) == 0 &&
             memmem(p->buf, (size_t)k, p->needle, strlen(p->needle)) != NULL) {
             atomic_store(&p->cut_wanted, false);
             c->cut_armed = true;
@@ -230,7 +237,7 @@ static void conn_reset(tp_proxy *p, int i)
 static void *relay_main(void *arg)
 {
     tp_proxy *p = arg;
-    unsigned seen_gen = atomic_load(&p->drop_gen);
+    unsigned seen_gen = atomic_load(&p->drop_gen), seen_mute = atomic_load(&p->mute_gen);
     unsigned seen_reset = atomic_load(&p->reset_gen);
     struct pollfd pf[2 + 2 * TP_MAX];
     while (!atomic_load(&p->stop)) {
@@ -259,6 +266,15 @@ static void *relay_main(void *arg)
             }
         }
         atomic_store(&p->unread, unread);
+        gen = atomic_load(&p->mute_gen);
+        if (gen != seen_mute) {
+            seen_mute = gen;
+            for (int i = 0; i < p->n && atomic_load(&p->muted); i++) {
+                p->c[i].mute = true;
+                queue_clear(&p->c[i].q[0]); /* what waits is swallowed too */
+                queue_clear(&p->c[i].q[1]);
+            }
+        }
         int timeout = 200;
         for (int i = p->n - 1; i >= 0; i--) {
             bool ok = true;
@@ -316,6 +332,7 @@ static void *relay_main(void *arg)
                     memset(&p->c[p->n], 0, sizeof p->c[p->n]);
                     p->c[p->n].fd[TP_REQUESTS] = cfd;
                     p->c[p->n].fd[TP_REPLIES] = sfd;
+                    p->c[p->n].mute = atomic_load(&p->muted);
                     p->n++;
                 }
             }
@@ -448,6 +465,13 @@ uint64_t tp_answered(const tp_proxy *p)
 uint64_t tp_unread(const tp_proxy *p)
 {
     return atomic_load(&((tp_proxy *)p)->unread);
+}
+
+void tp_mute(tp_proxy *p, bool on)
+{
+    atomic_store(&p->muted, on);
+    atomic_fetch_add(&p->mute_gen, 1);
+    wake(p);
 }
 
 uint64_t tp_accepted(const tp_proxy *p)

@@ -2,8 +2,9 @@
  * made to its port is relayed to a target port, and on command it delays
  * either direction (a latency spike: a request still runs, its reply comes
  * late; or the request itself runs late), drops every connection at once,
- * or cuts the next connection that carries a given request after Redis has
- * answered it (the request ran, the client sees EOF). One thread per proxy
+ * cuts the next connection that carries a given request after Redis has
+ * answered it (the request ran, the client sees EOF), or goes half-dead
+ * (accepts and never answers). One thread per proxy
  * relays all its connections, so a peer that stops reading stalls only its
  * own proxy. The one proxy of the tests (test_chaos, test_faults, ...). */
 #ifndef RLOCK_TEST_PROXY_H
@@ -57,6 +58,13 @@ void tp_stall_requests(tp_proxy *p, bool on);
  * still sending gets EPIPE from its next send (SIGPIPE without
  * MSG_NOSIGNAL). */
 void tp_reset(tp_proxy *p);
+
+/* Half-dead link (on): every relayed connection, and every one accepted
+ * from now on, swallows what it reads in both directions. TCP stays up, a
+ * request never reaches the server and nothing ever answers: a proxy in
+ * front of a stalled server. Off: new connections are relayed again; the
+ * muted ones stay mute until closed (a client that timed out drops them). */
+void tp_mute(tp_proxy *p, bool on);
 
 /* Counters: connections accepted, connections closed by tp_drop/tp_cut/
  * tp_reset, request data held back by tp_delay_matching, answers replaced

@@ -2,7 +2,9 @@
  * processes of THREADS threads each take NAMES locks (watchdog or explicit
  * lease, re-entered up to three deep) through a fault-injecting proxy of
  * their own (test/proxy.c) to a private redis-server, while a seeded
- * injector delays requests or replies, drops and cuts connections, stalls
+ * injector delays requests or replies, drops and cuts connections, makes a
+ * worker's link half-dead (accepted, never answered, reconnects included),
+ * stalls
  * the server (DEBUG SLEEP, CLIENT PAUSE), restarts it with its data (SHUTDOWN
  * SAVE, and a data set big enough that clients meet LOADING), and stops
  * (SIGSTOP) or kills (SIGKILL) workers.
@@ -80,6 +82,11 @@
 #define LANES 4      /* worker processes alive at once */
 #define THREADS 4    /* threads per worker */
 #define NAMES 3      /* lock names, all contended */
+/* Watchdog sections (renewed) and explicit-lease ones, re-entered up to
+ * three deep; a re-entry of a watchdog section takes an explicit lease one
+ * time in three (longer or shorter than the watchdog's: renewals set the
+ * key back to the watchdog's lease, and the holder must be told by that
+ * clock). */
 #define MAX_PROCS 64 /* process slots, respawns included */
 #define MAX_SECS (1 << 17)
 #define MAX_FAULTS 16384
@@ -127,6 +134,7 @@ typedef struct section {
     int32_t final_st; /* outermost unlock's status, -1 if not reached */
     int32_t cas, cas_with;
     int32_t watchdog;
+    int32_t explicit_reentries; /* of a watchdog section */
     atomic_int nev;
     event ev[EVMAX];
 } section;
@@ -320,6 +328,9 @@ static const char cas_script[] =
 
 static void section_body(worker *w, section *s, rlock *l, int idx, int depth, int64_t lease)
 {
+    /* lease_until covers explicit sections only: a watchdog section stays
+     * in watchdog mode through its explicit re-entries (its first level
+     * is the watchdog's), so on_lock_lost is what tells it. */
     int held = 1, k = s->name;
     bool quit = false;
     char seen[64] = "";
@@ -341,7 +352,14 @@ static void section_body(worker *w, section *s, rlock *l, int idx, int depth, in
             break;
         }
         int64_t t = now_ns();
-        rlock_status st = rlock_try_lock(l, 0, lease);
+        int64_t lv = lease;
+        if (lease == RLOCK_WATCHDOG && rnd(&w->rng, 0, 2) == 0) {
+            lv = ms(rnd(&w->rng, 400, 2000));
+        }
+        rlock_status st = rlock_try_lock(l, 0, lv);
+        if (lv != lease) {
+            s->explicit_reentries++;
+        }
         stat_st(OP_REENTER, st);
         ev_add(s, 'R', st);
         if (st == RLOCK_OK) {
@@ -490,6 +508,7 @@ static void *worker_main(void *arg)
         s->final_st = -1;
         s->cas_with = -1;
         s->watchdog = wd;
+        s->explicit_reentries = 0;
         atomic_store(&s->told_ns, NEVER);
         ev_add(s, 'L', RLOCK_OK);
         atomic_store(&s->ready, 1);
@@ -521,7 +540,11 @@ static int worker_proc(int slot, int port, tp_proxy **proxies, pid_t parent)
     rlock_config_init(&cfg);
     cfg.url = url;
     cfg.watchdog_timeout_ms = me->watchdog_ms = ms(rnd(&rng, 8, 15) * 100);
-    cfg.command_timeout_ms = ms(300);
+    /* A command timeout from under a third of the watchdog's lease to over
+     * it (Redisson users run 3 s with 15-30 s): a renewal round that must
+     * reconnect into a half-dead link has to end by the report deadline,
+     * not by its own timeouts. */
+    cfg.command_timeout_ms = ms(rnd(&rng, 3, 9) * 100);
     cfg.connect_timeout_ms = ms(300);
     cfg.retry_timeout_ms = ms(4000);
     cfg.subscribe_timeout_ms = ms(1000);
@@ -583,16 +606,18 @@ enum fault_kind {
     F_RESTART,
     F_STOP,
     F_KILL,
+    F_HALFDEAD,
     F_N
 };
 static const char *const fault_name[F_N] = {
     "proxy reply delay", "proxy request delay", "proxy drop", "proxy reply cut", "DEBUG SLEEP",
-    "CLIENT PAUSE",      "server restart",      "SIGSTOP",    "SIGKILL"};
+    "CLIENT PAUSE",      "server restart",      "SIGSTOP",    "SIGKILL",         "proxy half-dead"};
 /* Names for RLOCK_CHAOS_FAULTS, a comma-separated subset to inject (all by
  * default), for narrowing a failure down. */
-static const char *const fault_key[F_N] = {"reply-delay", "request-delay", "drop", "cut", "sleep",
-                                           "pause",       "restart",       "stop", "kill"};
-static int fault_weight[F_N] = {30, 14, 8, 10, 10, 8, 5, 13, 8};
+static const char *const fault_key[F_N] = {"reply-delay", "request-delay", "drop", "cut",
+                                           "sleep",       "pause",         "restart", "stop",
+                                           "kill",        "half-dead"};
+static int fault_weight[F_N] = {30, 14, 8, 10, 10, 8, 5, 13, 8, 8};
 
 static void fault_select(void)
 {
@@ -623,6 +648,7 @@ typedef struct chaos {
     int nslots;
     int stop_fault[LANES]; /* open SIGSTOP fault, -1: none */
     int64_t cont_at[LANES];
+    int64_t unmute_at[LANES]; /* end of a half-dead window, 0: none */
     int64_t server_busy_until;
     fault faults[MAX_FAULTS];
     int nfaults;
@@ -722,6 +748,20 @@ static void close_sections(int slot, int64_t t)
     }
 }
 
+/* Ends a half-dead window; half the time the load balancer in between
+ * also resets what it accepted meanwhile (otherwise the client closes the
+ * mute connections when they time out: the pub/sub one only then). */
+static void unmute_lane(int lane, bool drop)
+{
+    if (cx.unmute_at[lane] != 0) {
+        tp_mute(cx.px[lane], false);
+        if (drop) {
+            tp_drop(cx.px[lane]);
+        }
+        cx.unmute_at[lane] = 0;
+    }
+}
+
 static void cont_lane(int lane)
 {
     if (cx.stop_fault[lane] >= 0) {
@@ -779,6 +819,9 @@ static void inject(void)
     if (kind == F_STOP && cx.stop_fault[lane] >= 0) {
         return;
     }
+    if (kind == F_HALFDEAD && cx.unmute_at[lane] != 0) {
+        return;
+    }
     if ((kind == F_RESTART || kind == F_SLEEP || kind == F_PAUSE) && server_busy) {
         return;
     }
@@ -798,7 +841,7 @@ static void inject(void)
         tp_drop(cx.px[lane]);
         break;
     case F_CUT: {
-        static const char *const needles[3] = {"*11\r\n$7\r\nEVALSHA", "*6\r\n$7\r\nEVALSHA",
+        static const char *const needles[3] = {"*11\r\n$7\r\nEVALSHA", "*10\r\n$7\r\nEVALSHA",
                                                "EVALSHA"};
         int which = (int)rnd(&cx.rng, 0, 2);
         fault_add(kind, lane, which);
@@ -844,6 +887,15 @@ static void inject(void)
         cx.cont_at[lane] = now + d * 1000000;
         break;
     }
+    case F_HALFDEAD: {
+        int64_t d = ms(rnd(&cx.rng, 300, 2500));
+        if ((f = fault_add(kind, lane, d))) {
+            f->t1 = f->t0 + d * 1000000;
+        }
+        tp_mute(cx.px[lane], true);
+        cx.unmute_at[lane] = now + d * 1000000;
+        break;
+    }
     case F_KILL: {
         int slot = cx.lane_slot[lane];
         f = fault_add(kind, lane, 0);
@@ -871,6 +923,9 @@ static void run_injector(int64_t seconds)
             if (cx.stop_fault[lane] >= 0 && now >= cx.cont_at[lane]) {
                 cont_lane(lane);
             }
+            if (cx.unmute_at[lane] != 0 && now >= cx.unmute_at[lane]) {
+                unmute_lane(lane, rnd(&cx.rng, 0, 1) == 0);
+            }
             reap_lane(lane, true);
         }
         if (now >= next) {
@@ -881,6 +936,7 @@ static void run_injector(int64_t seconds)
     }
     for (int lane = 0; lane < LANES; lane++) {
         cont_lane(lane);
+        unmute_lane(lane, true);
     }
     /* A last restart, then calm: unlocks that meet LOADING now leave their
      * fate to the engine alone, and check 4 sees what it made of them. */
@@ -1060,7 +1116,10 @@ static void print_section(report *rp, int i)
     printf("    section %d: process slot %d (lane %d) thread %d, %s, depth %d, "
            "[%.1f, %.1f] ms, told %s%s at %.1f ms, outer unlock %s, CAS %d\n      events:",
            i, s->proc, sh->procs[s->proc].lane, s->thread,
-           s->watchdog ? "watchdog" : "explicit lease", s->depth, rel_ms(s->start_ns),
+           !s->watchdog                ? "explicit lease"
+           : s->explicit_reentries > 0 ? "watchdog, re-entered with an explicit lease"
+                                       : "watchdog",
+           s->depth, rel_ms(s->start_ns),
            rel_ms(s->end_ns), atomic_load(&s->told_ns) == NEVER ? "never" : told_name[how],
            rp->paused[i] ? " (process stopped)" : "", rel_ms(rp->told[i]),
            s->final_st < 0 ? "not reached" : rlock_status_name((rlock_status)s->final_st), s->cas);
@@ -1376,10 +1435,15 @@ Test(chaos, no_overlap_that_no_holder_was_told_of)
     effective_told(&rp, n);
     check(&rp, n);
 
-    printf("chaos: seed %llu, %d sections in %.1f s; depth 1: %llu, 2: %llu, 3: %llu\n",
+    int mixed = 0;
+    for (int i = 0; i < n; i++) {
+        mixed += sh->secs[i].watchdog && sh->secs[i].explicit_reentries > 0;
+    }
+    printf("chaos: seed %llu, %d sections in %.1f s; depth 1: %llu, 2: %llu, 3: %llu; "
+           "watchdog sections re-entered with an explicit lease: %d\n",
            (unsigned long long)seed, n, (double)(now_ns() - t_begin) / 1e9,
            (unsigned long long)sh->depth_hist[1], (unsigned long long)sh->depth_hist[2],
-           (unsigned long long)sh->depth_hist[3]);
+           (unsigned long long)sh->depth_hist[3], mixed);
     printf("  faults:");
     for (int k = 0; k < F_N; k++) {
         printf(" %s %d%s", fault_name[k], cx.count[k], k + 1 < F_N ? "," : "\n");

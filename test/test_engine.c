@@ -465,7 +465,7 @@ Test(engine, timeouts_are_timeouts_in_any_locale, .timeout = 60)
     th_stall_start(&s, srv.port, 1500);
     /* 0.1 read the German "resource temporarily unavailable" as an I/O
      * error and sent the acquire again: two holds for one call. */
-    th_assert_status(rlock_lock(l, RLOCK_WATCHDOG), RLOCK_ETIMEDOUT);
+    th_assert_status(rlock_try_lock(l, 400, RLOCK_WATCHDOG), RLOCK_ETIMEDOUT);
     bool locked;
     th_assert_status(rlock_is_locked(l, &locked), RLOCK_ETIMEDOUT);
     th_stall_end(&s);
@@ -509,7 +509,7 @@ Test(engine, client_free_releases_an_acquire_that_ran_late, .timeout = 60)
     th_ok(rlock_unlock(l));
     th_stall s;
     th_stall_start(&s, srv.port, 1000);
-    rlock_status st = rlock_lock(l, RLOCK_WATCHDOG);
+    rlock_status st = rlock_try_lock(l, 400, RLOCK_WATCHDOG);
     cr_assert(st == RLOCK_ETIMEDOUT, "got %s", rlock_status_name(st));
     th_stall_end(&s);
     redisContext *rd = th_redis(srv.port);

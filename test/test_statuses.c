@@ -780,14 +780,22 @@ Test(send, a_send_into_a_reset_connection_fails_without_sigpipe)
     pthread_join(t, NULL);
     cr_log_info("try_lock after the reset: %s in %lld ms (%s)", rlock_status_name(k.st),
                 (long long)k.took, k.err);
-    th_assert_status(k.st, RLOCK_EIO);
+    /* The process is alive (SIGPIPE's default would have ended it), and
+     * the send met EPIPE. The acquire carries a request id, so the engine
+     * may send it again on a new connection within its command timeout:
+     * whatever it answers must agree with Redis. */
     cr_assert(strstr(k.err, strerror(EPIPE)) != NULL, "the send met EPIPE: %s", k.err);
     cr_assert(k.took < 20000, "answered by the reset, not by the 30 s timeout (%lld ms)",
               (long long)k.took);
-    /* Nothing ran: the request never reached Redis whole. */
     redisContext *r = th_redis(srv.port);
-    cr_assert_eq(th_exists(r, name), 0);
-    /* The client recovers on a fresh connection. */
+    if (k.st == RLOCK_OK) {
+        cr_assert_eq(th_hlen(r, name), 1, "one hold after one successful try_lock");
+    } else {
+        th_assert_status(k.st, RLOCK_EIO);
+        cr_assert_eq(th_exists(r, name), 0, "RLOCK_EIO, yet the acquire ran");
+    }
+    th_run(r, "DEL %s", name);
+    /* The client goes on working. */
     bool locked = true;
     th_ok(rlock_is_locked(l, &locked));
     cr_assert(!locked);
@@ -856,7 +864,7 @@ Test(send, a_send_the_server_cuts_off_fails_without_sigpipe)
     th_run(r, "CONFIG SET proto-max-bulk-len 1mb");
     char *url = th_server_url(&srv);
     rlock_config cfg = base_config(url);
-    cfg.command_timeout_ms = 30000;
+    cfg.command_timeout_ms = 2000; /* the acquire is resent until then */
     rlock_client *c = th_client_cfg(&cfg);
     char *name = long_name();
     rlock *l;
@@ -868,7 +876,7 @@ Test(send, a_send_the_server_cuts_off_fails_without_sigpipe)
                 rlock_status_name(k.st), (long long)k.took, k.err);
     th_assert_status(k.st, RLOCK_EIO);
     cr_assert(strstr(k.err, "while sending"), "the send itself failed: %s", k.err);
-    cr_assert(k.took < 20000, "answered by the server's close, not by the 30 s timeout");
+    cr_assert(k.took < th_ms(10000), "took %lld ms", (long long)k.took);
     th_run(r, "CONFIG SET proto-max-bulk-len 512mb");
     bool locked = true;
     th_ok(rlock_is_locked(l, &locked)); /* a fresh connection works */

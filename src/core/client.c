@@ -1,17 +1,15 @@
-/* The client: configuration, identity (client id, thread ids, connection
- * name), lifecycle, the count of calls in progress that lets
- * rlock_client_free() wait for callers, and the process's list of live
- * clients that lets a thread's exit end its holds. */
-#include <errno.h>
-#include <limits.h>
+/* What core knows of a client: its configuration, identity (client id,
+ * thread ids), the count of calls in progress that lets rlock_client_free()
+ * wait for callers, its statistics, and the process's list of live clients
+ * that lets a thread's exit end its holds. Creating and closing a client
+ * (threads, connections, the order of shutdown) is src/client.c's, above
+ * every layer it starts. */
 #include <signal.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <uuid/uuid.h>
 
-#include "internal.h"
+#include "object.h"
 
 RLOCK_API void rlock_config_init_size(rlock_config *cfg, size_t size)
 {
@@ -45,13 +43,19 @@ static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
 
 /* A thread that exits while holding watchdog locks would keep them renewed
  * for ever (Redisson's users hit this: #2590, #3521, #5115). Its
- * thread-specific value's destructor stops that. */
+ * thread-specific value's destructor stops that. Only clients made in this
+ * process count: a fork()ed child's copies of its parent's clients are not
+ * in the list (see in_child), and the fork generation check says the same
+ * in a second way. */
 static void thread_exit(void *value)
 {
     uint64_t tid = (uint64_t)(uintptr_t)value;
+    uint64_t gen = rlock__fork_generation();
     pthread_mutex_lock(&live_mu);
     for (rlock_client *c = live; c; c = c->next_live) {
-        rlock__holds_thread_exit(c, tid);
+        if (c->fork_gen == gen) {
+            rlock__holds_thread_exit(c, tid);
+        }
     }
     pthread_mutex_unlock(&live_mu);
 }
@@ -62,15 +66,49 @@ static void before_fork(void)
     pthread_mutex_lock(&live_mu);
 }
 
-static void after_fork(void)
+static void in_parent(void)
 {
+    pthread_mutex_unlock(&live_mu);
+}
+
+/* The child's copies of the parent's clients are unusable there
+ * (rlock__enter() says RLOCK_ECLOSED) and their mutexes may have been
+ * copied locked (a parent thread counting holds at the instant of fork()):
+ * a thread-exit hook that walked them would lock one and hang. The child
+ * starts with no live client; rlock_client_free() of a copy frees its
+ * memory only. */
+static void in_child(void)
+{
+    live = NULL;
     pthread_mutex_unlock(&live_mu);
 }
 
 static void init_once(void)
 {
     pthread_key_create(&exit_key, thread_exit);
-    pthread_atfork(before_fork, after_fork, after_fork);
+    pthread_atfork(before_fork, in_parent, in_child);
+}
+
+void rlock__live_add(rlock_client *c)
+{
+    pthread_once(&exit_once, init_once);
+    pthread_mutex_lock(&live_mu);
+    c->next_live = live;
+    live = c;
+    pthread_mutex_unlock(&live_mu);
+}
+
+/* Once this returns, no thread-exit hook is inside c or will enter it. */
+void rlock__live_remove(rlock_client *c)
+{
+    pthread_mutex_lock(&live_mu);
+    for (rlock_client **p = &live; *p; p = &(*p)->next_live) {
+        if (*p == c) {
+            *p = c->next_live;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&live_mu);
 }
 
 static atomic_uint_fast64_t next_thread_id = 1;
@@ -103,17 +141,38 @@ int rlock__thread_start(pthread_t *th, void *(*fn)(void *), void *arg)
 
 /* ---- calls in progress ----------------------------------------------- */
 
-/* The common path takes no mutex and makes no system call: an atomic count
- * of calls in progress and a flag, ordered so that rlock_client_free()
- * either sees a call or the call sees the flag. */
+/* c->active counts the calls in progress, with RLOCK__CLOSING or'ed in once
+ * rlock_client_free() has begun. One word, so that a leaving call learns
+ * in the same atomic step whether the closer may be looking at the count:
+ *   - not closing: the common path, one compare-and-swap, no mutex, no
+ *     system call; the closer, when it comes, sees the count without it;
+ *   - closing: the call takes life_mu first and counts itself out under
+ *     it. The closer reads the count only under life_mu, so it cannot see
+ *     zero until that call has unlocked life_mu, its last touch of the
+ *     client (a call that decremented first and locked after could find
+ *     the client freed in between). */
+#define RLOCK__CLOSING (1 << 30)
+
+void rlock__calls_init(rlock_client *c)
+{
+    atomic_init(&c->active, 0);
+    pthread_mutex_init(&c->life_mu, NULL);
+    rlock__cond_init(&c->life_cv);
+}
+
+void rlock__calls_destroy(rlock_client *c)
+{
+    pthread_mutex_destroy(&c->life_mu);
+    pthread_cond_destroy(&c->life_cv);
+}
+
 rlock_status rlock__enter(rlock_client *c)
 {
     rlock__error_clear();
     if (c->fork_gen != rlock__fork_generation()) {
         return rlock__fail(RLOCK_ECLOSED, "the client belongs to the parent process");
     }
-    atomic_fetch_add(&c->active, 1);
-    if (atomic_load(&c->closing)) {
+    if (atomic_fetch_add(&c->active, 1) & RLOCK__CLOSING) {
         rlock__leave(c);
         return rlock__fail(RLOCK_ECLOSED, "the client is closing");
     }
@@ -122,16 +181,36 @@ rlock_status rlock__enter(rlock_client *c)
 
 void rlock__leave(rlock_client *c)
 {
-    if (atomic_fetch_sub(&c->active, 1) == 1 && atomic_load(&c->closing)) {
-        pthread_mutex_lock(&c->life_mu);
-        pthread_cond_broadcast(&c->life_cv);
-        pthread_mutex_unlock(&c->life_mu);
+    int v = atomic_load_explicit(&c->active, memory_order_relaxed);
+    while (!(v & RLOCK__CLOSING)) {
+        if (atomic_compare_exchange_weak(&c->active, &v, v - 1)) {
+            return;
+        }
     }
+    pthread_mutex_lock(&c->life_mu);
+    if (atomic_fetch_sub(&c->active, 1) == (RLOCK__CLOSING | 1)) {
+        pthread_cond_broadcast(&c->life_cv);
+    }
+    pthread_mutex_unlock(&c->life_mu);
+}
+
+void rlock__calls_close(rlock_client *c)
+{
+    atomic_fetch_or(&c->active, RLOCK__CLOSING);
+}
+
+void rlock__calls_wait(rlock_client *c)
+{
+    pthread_mutex_lock(&c->life_mu);
+    while (atomic_load(&c->active) & ~RLOCK__CLOSING) {
+        pthread_cond_wait(&c->life_cv, &c->life_mu);
+    }
+    pthread_mutex_unlock(&c->life_mu);
 }
 
 bool rlock__closing(rlock_client *c)
 {
-    return atomic_load(&c->closing);
+    return atomic_load(&c->active) & RLOCK__CLOSING;
 }
 
 void rlock__stat_add(rlock_client *c, rlock_stat s, uint64_t n)
@@ -154,14 +233,14 @@ RLOCK_API rlock_status rlock_client_stat(rlock_client *c, rlock_stat which, uint
     return RLOCK_OK;
 }
 
-/* ---- lifecycle ------------------------------------------------------- */
+/* ---- configuration -------------------------------------------------- */
 
 static bool time_ok(int64_t v)
 {
     return v >= 0 && v <= RLOCK_MAX_TIME_MS;
 }
 
-static rlock_status check_config(rlock_config *cfg)
+rlock_status rlock__config_fill(rlock_config *cfg)
 {
     if (cfg->pool_size < 0 || cfg->pool_size > 1024 || cfg->watchdog_batch_size < 0 ||
         cfg->watchdog_batch_size > 10000 || !time_ok(cfg->connect_timeout_ms) ||
@@ -195,180 +274,4 @@ static rlock_status check_config(rlock_config *cfg)
         cfg->retry_timeout_ms = RLOCK__DEFAULT_RETRY_MS;
     }
     return RLOCK_OK;
-}
-
-static void free_memory(rlock_client *c)
-{
-    rlock__endpoint_free(&c->ep);
-    free(c->url);
-    free(c);
-}
-
-/* CLIENT SETNAME value: "rlock:<id prefix>:<host>:<pid>" with no spaces. */
-static void name_connections(rlock_client *c)
-{
-    char host[64] = "unknown";
-    gethostname(host, sizeof host - 1);
-    host[sizeof host - 1] = '\0';
-    snprintf(c->conn_name, sizeof c->conn_name, "rlock:%.8s:%s:%ld", c->id, host,
-             (long)getpid());
-    for (char *p = c->conn_name; *p; p++) {
-        if (*p <= ' ' || *p == 127) {
-            *p = '_';
-        }
-    }
-}
-
-RLOCK_API rlock_status rlock_client_new(const rlock_config *cfg, rlock_client **out)
-{
-    rlock__error_clear();
-    if (!out) {
-        return rlock__fail(RLOCK_EINVAL, "out is NULL");
-    }
-    if (cfg && cfg->size < offsetof(rlock_config, watchdog_batch_size)) {
-        return rlock__fail(RLOCK_EINVAL, "the config was not set up by rlock_config_init()");
-    }
-    rlock_client *c = calloc(1, sizeof *c);
-    if (!c) {
-        return rlock__fail(RLOCK_ENOMEM, "out of memory");
-    }
-    rlock_config_init(&c->cfg);
-    if (cfg) {
-        memcpy(&c->cfg, cfg, cfg->size < sizeof c->cfg ? cfg->size : sizeof c->cfg);
-        c->cfg.size = sizeof c->cfg;
-    }
-    rlock_status st = check_config(&c->cfg);
-    if (st != RLOCK_OK) {
-        free(c);
-        return rlock__fail(st, "a config field is out of range");
-    }
-    c->url = strdup(c->cfg.url ? c->cfg.url : "redis://127.0.0.1:6379");
-    if (!c->url) {
-        free(c);
-        return rlock__fail(RLOCK_ENOMEM, "out of memory");
-    }
-    c->cfg.url = c->url;
-    if ((st = rlock__parse_url(c->url, &c->ep)) != RLOCK_OK) {
-        free_memory(c);
-        return st == RLOCK_EINVAL ? rlock__fail(st, "the URL is malformed") : st;
-    }
-    uuid_t u;
-    uuid_generate_random(u);
-    uuid_unparse_lower(u, c->id);
-    c->pid = getpid();
-    c->fork_gen = rlock__fork_generation();
-    name_connections(c);
-    atomic_init(&c->closing, false);
-    atomic_init(&c->active, 0);
-    for (int i = 0; i <= RLOCK_STAT_HELD; i++) {
-        atomic_init(&c->stat[i], 0);
-    }
-    pthread_mutex_init(&c->life_mu, NULL);
-    rlock__cond_init(&c->life_cv);
-    c->topo = &rlock__standalone;
-
-    if ((st = rlock__pool_init(&c->pool, c->cfg.pool_size)) != RLOCK_OK) {
-        goto fail_pool;
-    }
-    /* Connect one command connection now, so that a wrong address or
-     * password is reported by rlock_client_new() itself. */
-    rlock__conn *conn;
-    if ((st = c->topo->borrow(c, NULL, 0, &conn)) != RLOCK_OK) {
-        goto fail_conn;
-    }
-    c->topo->give_back(c, conn);
-    if ((st = rlock__holds_init(c)) != RLOCK_OK) {
-        goto fail_conn;
-    }
-    if ((st = rlock__watchdog_start(c)) != RLOCK_OK) {
-        goto fail_watchdog;
-    }
-    if ((st = rlock__callbacks_start(c)) != RLOCK_OK) {
-        goto fail_callbacks;
-    }
-    if ((st = rlock__pubsub_start(c)) != RLOCK_OK) {
-        goto fail_pubsub;
-    }
-    pthread_once(&exit_once, init_once);
-    pthread_mutex_lock(&live_mu);
-    c->next_live = live;
-    live = c;
-    pthread_mutex_unlock(&live_mu);
-    *out = c;
-    return RLOCK_OK;
-
-fail_pubsub:
-    rlock__callbacks_stop(c);
-fail_callbacks:
-    rlock__watchdog_stop(c);
-fail_watchdog:
-    rlock__holds_free(c);
-fail_conn:
-    c->topo->destroy(c);
-fail_pool:
-    pthread_mutex_destroy(&c->life_mu);
-    pthread_cond_destroy(&c->life_cv);
-    free_memory(c);
-    return st;
-}
-
-static void unlist(rlock_client *c)
-{
-    pthread_mutex_lock(&live_mu);
-    for (rlock_client **p = &live; *p; p = &(*p)->next_live) {
-        if (*p == c) {
-            *p = c->next_live;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&live_mu);
-}
-
-RLOCK_API void rlock_client_free(rlock_client *c)
-{
-    if (!c) {
-        return;
-    }
-    if (c->pid != getpid()) {
-        /* A fork()ed child: the parent's threads do not exist here and its
-         * mutexes may have been copied locked, so only memory and file
-         * descriptors are released; nothing is sent to Redis. The child's
-         * list of live clients is its own copy: drop this one from it. */
-        unlist(c);
-        atomic_store(&c->closing, true);
-        c->ps_running = false;
-        c->wd_running = false;
-        c->cb_running = false;
-        rlock__pubsub_stop(c);
-        rlock__callbacks_stop(c);
-        rlock__watchdog_stop(c);
-        rlock__holds_free(c);
-        c->topo->destroy(c);
-        rlock__pubsub_free(c);
-        free_memory(c);
-        return;
-    }
-    unlist(c);
-    atomic_store(&c->closing, true);
-
-    /* Wake everything a caller may be blocked on, then wait for them. */
-    c->topo->close(c);
-    rlock__pubsub_stop(c);
-    pthread_mutex_lock(&c->life_mu);
-    while (atomic_load(&c->active) > 0) {
-        pthread_cond_wait(&c->life_cv, &c->life_mu);
-    }
-    pthread_mutex_unlock(&c->life_mu);
-
-    rlock__callbacks_stop(c);
-    /* An acquire that ran after its reply was lost, an unlock that got no
-     * answer: settle them now, or the lock stays held for a lease. */
-    rlock__settle_all(c, rlock__now_ms() + 2 * c->cfg.command_timeout_ms);
-    rlock__watchdog_stop(c);
-    rlock__holds_free(c);
-    c->topo->destroy(c);
-    rlock__pubsub_free(c);
-    pthread_mutex_destroy(&c->life_mu);
-    pthread_cond_destroy(&c->life_cv);
-    free_memory(c);
 }

@@ -112,26 +112,58 @@ void rlock__endpoint_label(const rlock__endpoint *ep, char *buf, size_t size);
 
 /* ---- the hold registry (holds.c) ------------------------------------- */
 
+/* How core tells the layers above that a hold was lost: a function and its
+ * argument stored in the client (src/client.c points them at the callback
+ * queue), so that core never calls up. Called with hold_mu held. epoch is
+ * the hold's (rlock__holder.epoch); final: the report needs no check at
+ * delivery (its thread exited, so that (name, thread) never holds again). */
+typedef void (*rlock__lost_fn)(void *arg, const char *name, size_t len, uint64_t tid,
+                               uint64_t epoch, bool final);
+
 /* What this client knows of one thread's hold on one lock name. Records
  * are only read or changed under the client's hold_mu, and looked up by
  * (name, thread) each time: no pointer to one is kept across a release of
- * the mutex, so any thread may free one under it. */
+ * the mutex, so any thread may free one under it.
+ *
+ * One clock: expires_ms is always derived from what Redis
+ * was last told. Every request that sets the key's TTL (a first acquire, a
+ * re-entry, a partial unlock, a renewal) reports its send time and the TTL
+ * it set (rlock__holder_told); Redis ran it no earlier than it was sent, so
+ * "send time + TTL" never outlives the key. Never the max of what we
+ * believe: a re-entry with a long lease under a watchdog hold is cut back
+ * to the watchdog's lease by the next renewal. */
+struct rlock__script; /* net/net.h: the script that renews a hold */
 typedef struct rlock__holder {
-    struct rlock__holder *next;
+    struct rlock__holder *next; /* the next holder of the same name */
+    /* The other records of the same thread (its rlock__thread_holds), so
+     * that its exit visits only its own, and the name this one is of. */
+    struct rlock__holder *tnext, *tprev;
+    struct rlock__hold *hold;
     uint64_t tid;
     int64_t count;      /* holds taken and not yet released */
-    int64_t lease_ms;   /* explicit lease of the last acquire; 0 watchdog */
-    int64_t expires_ms; /* local time the lease can have run out in Redis
-                           (last confirmed acquire or renewal sent + lease) */
+    int64_t lease_ms;   /* lease of the latest explicit-lease acquire; 0 none */
+    int64_t wd_depth;   /* depth of the lowest level taken in watchdog mode,
+                           0 none: renewed while nonzero (levels are
+                           released last in, first out) */
+    int64_t expires_ms; /* local time the key can expire in Redis, from the
+                           TTL-setting requests (-1: nothing held) */
+    int64_t told_ms;    /* no earlier than Redis ran the TTL-setting request
+                           that ran last: the latest send time applied */
+    int64_t settled_ms; /* when the latest TTL-setting request was confirmed:
+                           a request sent after it ran after all of them */
+    const struct rlock__script *renew; /* the kind's renewal script */
     uint64_t epoch;     /* changes with every first acquisition */
-    bool watchdog;      /* renewed by the watchdog */
     bool lost;          /* Redis no longer has it (renewal, re-entry) */
     bool in_round;      /* a renewal round in flight includes this hold */
-    bool suspect;       /* an acquire got no reply and may have run */
+    bool suspect;       /* an acquire got no reply and may have run: settle
+                           it with suspect_rid (empty: compare hold counts) */
     bool pending;       /* an unlock got no reply: resend pending_rid */
     bool acquiring;     /* its thread is between prepare and the outcome */
     int64_t pending_since;
+    int64_t pending_sent_ms; /* first send of the unanswered unlock */
     char pending_rid[33];
+    int64_t suspect_since;
+    char suspect_rid[33];
 } rlock__holder;
 
 typedef struct rlock__hold {
@@ -141,13 +173,26 @@ typedef struct rlock__hold {
     size_t namelen;
 } rlock__hold;
 
+/* The records of one thread, in the client's map keyed by the 8 bytes of
+ * its id; gone with its last record. */
+typedef struct rlock__thread_holds {
+    rlock__map_node node;
+    uint64_t tid;
+    rlock__holder *first;
+} rlock__thread_holds;
+
 /* A copy of a record, taken under the mutex. */
 typedef struct rlock__hold_view {
-    int64_t count; /* 0 when no record */
-    int64_t lease_ms;
+    int64_t count;    /* 0 when no record */
+    int64_t lease_ms; /* the TTL a partial unlock sets: that of the levels
+                         left below the one released */
     bool lost, suspect, pending, in_round;
+    bool ends_watchdog; /* a partial unlock now releases the watchdog-mode
+                           level: the hold leaves watchdog mode */
     int64_t pending_since;
     char pending_rid[33];
+    int64_t suspect_since;
+    char suspect_rid[33];
 } rlock__hold_view;
 
 rlock_status rlock__holds_init(struct rlock_client *c);
@@ -158,22 +203,37 @@ rlock_status rlock__hold_prepare(struct rlock_client *c, const char *name, size_
                                  uint64_t tid);
 void rlock__hold_view_of(struct rlock_client *c, const char *name, size_t len, uint64_t tid,
                          rlock__hold_view *v);
-/* An acquire ran: count + 1; a first one starts a new epoch and the lease
- * (RLOCK_WATCHDOG or an explicit one) is recorded. */
+/* An acquire sent at sent_ms ran: count + 1; a first one starts a new
+ * epoch. The lease (RLOCK_WATCHDOG or an explicit one) sets the deadline;
+ * a watchdog-mode level is renewed with renew until it is released. */
 void rlock__hold_acquired(struct rlock_client *c, const char *name, size_t len, uint64_t tid,
-                          int64_t lease_ms, int64_t sent_ms);
-/* An unlock ran: all = the key is gone for us (forget), else count - 1. */
+                          int64_t lease_ms, int64_t sent_ms, const struct rlock__script *renew);
+/* An unlock sent at sent_ms ran: all = the key is gone for us (forget),
+ * else count - 1 and the TTL it set (the view's lease_ms) sets the
+ * deadline. The answer to an unanswered unlock resent with its id counts
+ * from its first send. */
 void rlock__hold_released(struct rlock_client *c, const char *name, size_t len, uint64_t tid,
-                          bool all);
+                          bool all, int64_t sent_ms);
+/* Another request sent at sent_ms set the key's TTL to ttl_ms (e.g. the
+ * release of an orphaned level). */
+void rlock__hold_ttl_set(struct rlock_client *c, const char *name, size_t len, uint64_t tid,
+                         int64_t sent_ms, int64_t ttl_ms);
+/* The same on a record (hold_mu held): the deadline follows the request
+ * that Redis ran last; for requests in flight together, the earlier of
+ * what each would give. */
+void rlock__holder_told(rlock__holder *x, int64_t sent_ms, int64_t ttl_ms);
 /* Redis no longer has this thread's hold: stop renewing, report RLOCK_ELOST
  * at its next unlock. */
 void rlock__hold_mark_lost(struct rlock_client *c, const char *name, size_t len, uint64_t tid);
+/* Records (rid != NULL: "" when only the hold counts can tell) or clears
+ * an acquire that got no answer. */
 void rlock__hold_set_suspect(struct rlock_client *c, const char *name, size_t len, uint64_t tid,
-                             bool on);
-/* Keeps (rid != NULL) or clears the id of an unanswered unlock; a last hold
- * whose unlock went unanswered is no longer renewed. */
-void rlock__hold_set_pending(struct rlock_client *c, const char *name, size_t len, uint64_t tid,
                              const char *rid);
+/* Keeps (rid != NULL, first sent at sent_ms) or clears the id of an
+ * unanswered unlock; a last hold whose unlock went unanswered is no longer
+ * renewed. */
+void rlock__hold_set_pending(struct rlock_client *c, const char *name, size_t len, uint64_t tid,
+                             const char *rid, int64_t sent_ms);
 /* Ends an acquire that took nothing, and drops the record if nothing is
  * left to track (count 0, nothing in doubt). */
 void rlock__hold_tidy(struct rlock_client *c, const char *name, size_t len, uint64_t tid);
@@ -187,16 +247,43 @@ void rlock__holder_remove(struct rlock_client *c, rlock__hold *h, rlock__holder 
 /* Holds tracked right now (count > 0, not lost, lease not run out). */
 uint64_t rlock__holds_count(struct rlock_client *c);
 /* Thread tid exited: its watchdog holds stop being renewed and are reported
- * lost; every record of it is freed. */
+ * lost (final reports, through c->lost_fn). Its records are freed, except
+ * those with something in doubt (an acquire that may have run, an unlock
+ * not answered): they stay, with no hold counted, for the settling at
+ * close. Costs the thread's own records, not the client's. */
 void rlock__holds_thread_exit(struct rlock_client *c, uint64_t tid);
+/* The epoch of (name, tid)'s record, 0 when none. hold_mu held. */
+uint64_t rlock__hold_epoch_locked(struct rlock_client *c, const char *name, size_t len,
+                                  uint64_t tid);
+/* Whether (name, tid) still has the hold of that epoch, and it is lost:
+ * a report about it is not stale. Takes hold_mu. */
+bool rlock__hold_still_lost(struct rlock_client *c, const char *name, size_t len, uint64_t tid,
+                            uint64_t epoch);
 
 /* ---- clients and threads (client.c) ---------------------------------- */
+
+/* Fills the zero fields of cfg with defaults; RLOCK_EINVAL when one is out
+ * of range. */
+rlock_status rlock__config_fill(rlock_config *cfg);
+/* The process's list of live clients, which a thread's exit walks; after
+ * rlock__live_remove() returns no thread-exit hook is inside c. A fork()ed
+ * child starts with an empty list. */
+void rlock__live_add(struct rlock_client *c);
+void rlock__live_remove(struct rlock_client *c);
 
 /* Marks a public call in progress; RLOCK_ECLOSED when closing or in a
  * fork()ed child. Pair with rlock__leave(). Clears the error detail. */
 rlock_status rlock__enter(struct rlock_client *c);
+/* Its last touch of the client happens before rlock__calls_wait() can
+ * return. */
 void rlock__leave(struct rlock_client *c);
 bool rlock__closing(struct rlock_client *c);
+/* For the closer: init/destroy the count's mutex, refuse new calls, then
+ * wait until the calls in progress have left. */
+void rlock__calls_init(struct rlock_client *c);
+void rlock__calls_destroy(struct rlock_client *c);
+void rlock__calls_close(struct rlock_client *c);
+void rlock__calls_wait(struct rlock_client *c);
 void rlock__stat_add(struct rlock_client *c, rlock_stat s, uint64_t n);
 /* Creates a thread with every signal blocked, so that no library thread
  * ever takes a signal meant for the application (SIGPIPE included). */

@@ -7,12 +7,17 @@
  *
  * Every record is read and changed under hold_mu and found by (name,
  * thread) each time, so whoever holds the mutex may free one: its own
- * thread after a release, the thread-exit hook, the client at close. */
+ * thread after a release, the thread-exit hook, the client at close. Each
+ * record is in two lists: its name's (c->holds) and its thread's
+ * (c->threads), so that a thread's exit, which runs with hold_mu held and
+ * stalls every lock, unlock and renewal meanwhile, costs that thread's
+ * records only, however many other threads hold locks. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "object.h"
 
 static rlock__hold *find_hold(rlock_client *c, const char *name, size_t len)
 {
@@ -34,6 +39,56 @@ static rlock__holder *find(rlock_client *c, const char *name, size_t len, uint64
     return find_holder(find_hold(c, name, len), tid);
 }
 
+static rlock__thread_holds *find_thread(rlock_client *c, uint64_t tid)
+{
+    return (rlock__thread_holds *)rlock__map_get(&c->threads, (const char *)&tid, sizeof tid);
+}
+
+/* Puts x first in its thread's list, making the list if needed. */
+static rlock_status link_thread(rlock_client *c, rlock__holder *x)
+{
+    rlock__thread_holds *t = find_thread(c, x->tid);
+    if (!t) {
+        if (!(t = malloc(sizeof *t))) {
+            return RLOCK_ENOMEM;
+        }
+        t->tid = x->tid;
+        t->first = NULL;
+        t->node.key = (const char *)&t->tid;
+        t->node.keylen = sizeof t->tid;
+        if (rlock__map_put(&c->threads, &t->node) != RLOCK_OK) {
+            free(t);
+            return RLOCK_ENOMEM;
+        }
+    }
+    x->tprev = NULL;
+    x->tnext = t->first;
+    if (t->first) {
+        t->first->tprev = x;
+    }
+    t->first = x;
+    return RLOCK_OK;
+}
+
+static void unlink_thread(rlock_client *c, rlock__holder *x)
+{
+    if (x->tnext) {
+        x->tnext->tprev = x->tprev;
+    }
+    if (x->tprev) {
+        x->tprev->tnext = x->tnext;
+        return;
+    }
+    rlock__thread_holds *t = find_thread(c, x->tid);
+    if (t) { /* always: x is in it */
+        t->first = x->tnext;
+        if (!t->first) {
+            rlock__map_del(&c->threads, &t->node);
+            free(t);
+        }
+    }
+}
+
 void rlock__holder_remove(rlock_client *c, rlock__hold *h, rlock__holder *x)
 {
     rlock__holder **p = &h->holders;
@@ -41,6 +96,7 @@ void rlock__holder_remove(rlock_client *c, rlock__hold *h, rlock__holder *x)
         p = &(*p)->next;
     }
     *p = x->next;
+    unlink_thread(c, x);
     free(x);
     if (!h->holders) {
         rlock__map_del(&c->holds, &h->node);
@@ -63,7 +119,11 @@ rlock_status rlock__holds_init(rlock_client *c)
     pthread_mutex_init(&c->hold_mu, NULL);
     rlock__cond_init(&c->wd_cv);
     rlock__cond_init(&c->round_cv);
-    return rlock__map_init(&c->holds);
+    rlock_status st = rlock__map_init(&c->holds);
+    if (st == RLOCK_OK && (st = rlock__map_init(&c->threads)) != RLOCK_OK) {
+        rlock__map_destroy(&c->holds);
+    }
+    return st;
 }
 
 static void free_hold(rlock__map_node *n, void *arg)
@@ -78,21 +138,29 @@ static void free_hold(rlock__map_node *n, void *arg)
     }
 }
 
-void rlock__holds_free(rlock_client *c)
+/* Frees every node of m (each is the first member of its malloc'd entry)
+ * and the table. */
+static void free_nodes(rlock__map *m)
 {
-    if (!c->holds.slots) {
-        return;
-    }
-    rlock__map_each(&c->holds, free_hold, NULL);
-    for (size_t i = 0; i < c->holds.nslots; i++) {
-        rlock__map_node *n = c->holds.slots[i];
+    for (size_t i = 0; i < m->nslots; i++) {
+        rlock__map_node *n = m->slots[i];
         while (n) {
             rlock__map_node *next = n->next;
             free(n);
             n = next;
         }
     }
-    rlock__map_destroy(&c->holds);
+    rlock__map_destroy(m);
+}
+
+void rlock__holds_free(rlock_client *c)
+{
+    if (!c->holds.slots) {
+        return;
+    }
+    rlock__map_each(&c->holds, free_hold, NULL);
+    free_nodes(&c->holds);
+    free_nodes(&c->threads);
     if (c->pid == getpid()) {
         pthread_mutex_destroy(&c->hold_mu);
         pthread_cond_destroy(&c->wd_cv);
@@ -140,11 +208,65 @@ rlock_status rlock__hold_prepare(rlock_client *c, const char *name, size_t len, 
         x->tid = tid;
         x->expires_ms = -1;
         x->acquiring = true;
+        x->hold = h;
+        if (link_thread(c, x) != RLOCK_OK) {
+            free(x);
+            if (!h->holders) {
+                rlock__map_del(&c->holds, &h->node);
+                free(h);
+            }
+            pthread_mutex_unlock(&c->hold_mu);
+            return rlock__fail(RLOCK_ENOMEM, "out of memory for the hold record");
+        }
         x->next = h->holders;
         h->holders = x;
     }
     pthread_mutex_unlock(&c->hold_mu);
     return RLOCK_OK;
+}
+
+/* The TTL that keeps the lowest `left` levels of x: the watchdog's lease
+ * while one of them was taken in watchdog mode, else the explicit lease
+ * (that of the latest explicit acquire, as Redisson's unlock uses the
+ * lease of the latest acquire). */
+static int64_t ttl_below(const rlock_client *c, const rlock__holder *x, int64_t left)
+{
+    bool watchdog = x->wd_depth > 0 && x->wd_depth <= left;
+    return !watchdog && x->lease_ms > 0 ? x->lease_ms : c->cfg.watchdog_timeout_ms;
+}
+
+void rlock__holder_told(rlock__holder *x, int64_t sent_ms, int64_t ttl_ms)
+{
+    int64_t now = rlock__now_ms();
+    if (x->expires_ms < 0 || sent_ms > x->settled_ms) {
+        /* Sent after every earlier one was confirmed: Redis ran it last. */
+        x->expires_ms = sent_ms + ttl_ms;
+        x->told_ms = sent_ms;
+    } else {
+        /* In flight together with the one applied before (a renewal and
+         * the thread's own re-entry or unlock, on two connections): Redis
+         * may have run either last, and whichever did ran after both were
+         * sent. Keep the earlier of the two deadlines. */
+        int64_t from = sent_ms > x->told_ms ? sent_ms : x->told_ms;
+        if (from + ttl_ms < x->expires_ms) {
+            x->expires_ms = from + ttl_ms;
+        }
+        x->told_ms = from;
+    }
+    x->settled_ms = now;
+}
+
+/* A request of x's own thread set a TTL (sent_ms, ttl_ms): the deadline
+ * follows it. When that brings a watchdog hold's report nearer (a
+ * re-entry with a lease shorter than what the last renewal set), the
+ * watchdog is woken to re-time its wait. */
+static void thread_told(rlock_client *c, rlock__holder *x, int64_t sent_ms, int64_t ttl_ms)
+{
+    int64_t before = x->expires_ms;
+    rlock__holder_told(x, sent_ms, ttl_ms);
+    if (x->wd_depth > 0 && (before < 0 || x->expires_ms < before)) {
+        pthread_cond_signal(&c->wd_cv);
+    }
 }
 
 void rlock__hold_view_of(rlock_client *c, const char *name, size_t len, uint64_t tid,
@@ -164,15 +286,18 @@ void rlock__hold_view_of(rlock_client *c, const char *name, size_t len, uint64_t
         v->suspect = x->suspect;
         v->pending = x->pending;
         v->in_round = x->in_round;
+        v->ends_watchdog = x->count > 1 && x->wd_depth == x->count;
         v->pending_since = x->pending_since;
         memcpy(v->pending_rid, x->pending_rid, sizeof v->pending_rid);
+        v->suspect_since = x->suspect_since;
+        memcpy(v->suspect_rid, x->suspect_rid, sizeof v->suspect_rid);
     }
-    v->lease_ms = (x && !x->watchdog && x->lease_ms > 0) ? x->lease_ms : c->cfg.watchdog_timeout_ms;
+    v->lease_ms = x ? ttl_below(c, x, x->count - 1) : c->cfg.watchdog_timeout_ms;
     pthread_mutex_unlock(&c->hold_mu);
 }
 
 void rlock__hold_acquired(rlock_client *c, const char *name, size_t len, uint64_t tid,
-                          int64_t lease_ms, int64_t sent_ms)
+                          int64_t lease_ms, int64_t sent_ms, const rlock__script *renew)
 {
     pthread_mutex_lock(&c->hold_mu);
     rlock__holder *x = find(c, name, len, tid);
@@ -184,40 +309,68 @@ void rlock__hold_acquired(rlock_client *c, const char *name, size_t len, uint64_
         }
         if (x->count == 0) {
             x->epoch = ++c->next_epoch;
-            x->watchdog = false;
+            x->wd_depth = 0;
             x->lease_ms = 0;
+            x->expires_ms = -1; /* a new hold: nothing before it counts */
         }
         x->count++;
+        x->renew = renew;
         if (lease_ms == RLOCK_WATCHDOG) {
-            x->watchdog = true;
+            /* Renewed while this level or one below it is held. */
+            if (x->wd_depth == 0) {
+                x->wd_depth = x->count;
+            }
         } else {
             x->lease_ms = lease_ms;
         }
-        /* Measured from when the script was sent: Redis started the lease
-         * no earlier, so the local view never outlives it. Renewals push it
-         * on (sync/watchdog.c). */
-        x->expires_ms =
-            sent_ms + (lease_ms == RLOCK_WATCHDOG ? c->cfg.watchdog_timeout_ms : lease_ms);
+        /* The script PEXPIREd the key with this lease, re-entries too:
+         * from now on the key lives by it, whatever it lived by before. */
+        thread_told(c, x, sent_ms,
+                    lease_ms == RLOCK_WATCHDOG ? c->cfg.watchdog_timeout_ms : lease_ms);
     }
     pthread_mutex_unlock(&c->hold_mu);
 }
 
-void rlock__hold_released(rlock_client *c, const char *name, size_t len, uint64_t tid, bool all)
+void rlock__hold_released(rlock_client *c, const char *name, size_t len, uint64_t tid, bool all,
+                          int64_t sent_ms)
 {
     pthread_mutex_lock(&c->hold_mu);
     rlock__hold *h = find_hold(c, name, len);
     rlock__holder *x = find_holder(h, tid);
     if (x) {
+        /* The answer to an unanswered unlock sent again: it may have run at
+         * its first send. */
+        if (x->pending && x->pending_sent_ms < sent_ms) {
+            sent_ms = x->pending_sent_ms;
+        }
         x->pending = false;
         if (all || x->count <= 1) {
             x->count = 0;
             x->lost = false;
-            x->watchdog = false;
+            x->wd_depth = 0;
             x->expires_ms = -1;
         } else {
             x->count--;
+            if (x->count < x->wd_depth) {
+                x->wd_depth = 0; /* the watchdog-mode level was released */
+            }
+            /* unlock.lua PEXPIREd the key with the view's lease_ms. */
+            if (!x->lost) {
+                thread_told(c, x, sent_ms, ttl_below(c, x, x->count));
+            }
         }
         tidy(c, h, x);
+    }
+    pthread_mutex_unlock(&c->hold_mu);
+}
+
+void rlock__hold_ttl_set(rlock_client *c, const char *name, size_t len, uint64_t tid,
+                         int64_t sent_ms, int64_t ttl_ms)
+{
+    pthread_mutex_lock(&c->hold_mu);
+    rlock__holder *x = find(c, name, len, tid);
+    if (x && x->count > 0 && !x->lost) {
+        thread_told(c, x, sent_ms, ttl_ms);
     }
     pthread_mutex_unlock(&c->hold_mu);
 }
@@ -228,25 +381,30 @@ void rlock__hold_mark_lost(rlock_client *c, const char *name, size_t len, uint64
     rlock__holder *x = find(c, name, len, tid);
     if (x && x->count > 0) {
         x->lost = true;
-        x->watchdog = false;
+        x->wd_depth = 0;
     }
     pthread_mutex_unlock(&c->hold_mu);
 }
 
-void rlock__hold_set_suspect(rlock_client *c, const char *name, size_t len, uint64_t tid, bool on)
+void rlock__hold_set_suspect(rlock_client *c, const char *name, size_t len, uint64_t tid,
+                             const char *rid)
 {
     pthread_mutex_lock(&c->hold_mu);
     rlock__hold *h = find_hold(c, name, len);
     rlock__holder *x = find_holder(h, tid);
     if (x) {
-        x->suspect = on;
+        x->suspect = rid != NULL;
+        if (rid) {
+            x->suspect_since = rlock__now_ms();
+            snprintf(x->suspect_rid, sizeof x->suspect_rid, "%s", rid);
+        }
         tidy(c, h, x);
     }
     pthread_mutex_unlock(&c->hold_mu);
 }
 
 void rlock__hold_set_pending(rlock_client *c, const char *name, size_t len, uint64_t tid,
-                             const char *rid)
+                             const char *rid, int64_t sent_ms)
 {
     pthread_mutex_lock(&c->hold_mu);
     rlock__hold *h = find_hold(c, name, len);
@@ -255,13 +413,14 @@ void rlock__hold_set_pending(rlock_client *c, const char *name, size_t len, uint
         if (rid) {
             if (!x->pending || strcmp(x->pending_rid, rid) != 0) {
                 x->pending_since = rlock__now_ms();
+                x->pending_sent_ms = sent_ms;
             }
             x->pending = true;
             memcpy(x->pending_rid, rid, 33);
             /* The caller meant to let go of its last hold: whatever the
              * unanswered unlock did, the watchdog must not keep it. */
             if (x->count <= 1) {
-                x->watchdog = false;
+                x->wd_depth = 0;
             }
         } else {
             x->pending = false;
@@ -323,47 +482,44 @@ uint64_t rlock__holds_count(rlock_client *c)
     return k.n;
 }
 
-typedef struct exiting {
-    rlock_client *c;
-    uint64_t tid;
-    rlock__hold **empty; /* holds left without holders, freed after the walk */
-    size_t nempty, cap;
-} exiting;
-
-static void exit_one(rlock__map_node *n, void *arg)
-{
-    exiting *e = arg;
-    rlock__hold *h = (rlock__hold *)n;
-    for (rlock__holder **p = &h->holders; *p;) {
-        rlock__holder *x = *p;
-        if (x->tid != e->tid) {
-            p = &x->next;
-            continue;
-        }
-        if (x->count > 0 && x->watchdog && !x->lost) {
-            rlock__report_lost(e->c, h->name, h->namelen, x->tid);
-        }
-        *p = x->next;
-        free(x);
-    }
-    if (!h->holders && e->nempty < e->cap) {
-        e->empty[e->nempty++] = h;
-    }
-}
-
 void rlock__holds_thread_exit(rlock_client *c, uint64_t tid)
 {
     pthread_mutex_lock(&c->hold_mu);
-    size_t cap = c->holds.count;
-    exiting e = {c, tid, cap ? malloc(cap * sizeof(rlock__hold *)) : NULL, 0, cap};
-    if (!e.empty) {
-        e.cap = 0;
+    rlock__thread_holds *t = find_thread(c, tid);
+    rlock__holder *next;
+    for (rlock__holder *x = t ? t->first : NULL; x; x = next) {
+        next = x->tnext; /* removing the last record frees t: read first */
+        rlock__hold *h = x->hold;
+        if (x->count > 0 && x->wd_depth > 0 && !x->lost && c->lost_fn) {
+            c->lost_fn(c->lost_arg, h->name, h->namelen, x->tid, x->epoch, true);
+        }
+        if (x->suspect || x->pending) {
+            /* An acquire that may have run, an unlock that may not have:
+             * rlock_client_free() settles them (it finds them here), or
+             * the first would stay held for its lease after a clean
+             * shutdown. The thread holds nothing any more. */
+            x->count = 0;
+            x->wd_depth = 0;
+            x->expires_ms = -1;
+            continue;
+        }
+        rlock__holder_remove(c, h, x);
     }
-    rlock__map_each(&c->holds, exit_one, &e);
-    for (size_t i = 0; i < e.nempty; i++) {
-        rlock__map_del(&c->holds, &e.empty[i]->node);
-        free(e.empty[i]);
-    }
-    free(e.empty);
     pthread_mutex_unlock(&c->hold_mu);
+}
+
+uint64_t rlock__hold_epoch_locked(rlock_client *c, const char *name, size_t len, uint64_t tid)
+{
+    rlock__holder *x = find(c, name, len, tid);
+    return x ? x->epoch : 0;
+}
+
+bool rlock__hold_still_lost(rlock_client *c, const char *name, size_t len, uint64_t tid,
+                            uint64_t epoch)
+{
+    pthread_mutex_lock(&c->hold_mu);
+    rlock__holder *x = find(c, name, len, tid);
+    bool yes = x && x->epoch == epoch && x->count > 0 && x->lost;
+    pthread_mutex_unlock(&c->hold_mu);
+    return yes;
 }

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "object.h"
 
 /* FNV-1a: short keys, no adversary that needs a keyed hash here (names come
  * from the application, not from the network). */

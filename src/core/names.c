@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "object.h"
 
 /* Writes prefix(P, N) + tail into buf (which has room) and returns its
  * length; with buf NULL only measures. */

@@ -11,7 +11,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "object.h"
 
 static atomic_uint_fast64_t fork_generation = 1;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;

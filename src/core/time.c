@@ -4,7 +4,7 @@
 #include <errno.h>
 #include <time.h>
 
-#include "internal.h"
+#include "object.h"
 
 int64_t rlock__now_ms(void)
 {

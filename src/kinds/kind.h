@@ -17,6 +17,8 @@ typedef enum rlock__taken {
     RLOCK__TAKEN,    /* acquired or re-entered: count is the new count */
     RLOCK__HELD,     /* held elsewhere: ttl is the holder's PTTL (-1 none) */
     RLOCK__GONE,     /* a re-entry found this thread's hold gone: nothing changed */
+    RLOCK__SPENT,    /* a copy of this request already ran and took nothing, or it
+                        was abandoned: nothing changed, attempt again with a new id */
 } rlock__taken;
 
 typedef struct rlock__attempt {
@@ -24,6 +26,14 @@ typedef struct rlock__attempt {
     int64_t count;
     int64_t ttl;
 } rlock__attempt;
+
+/* What an abandoned attempt had done (lua/abandon.lua's reply). */
+typedef enum rlock__abandoned {
+    RLOCK__TOOK_NOTHING = 0, /* and now never will */
+    RLOCK__GAVE_BACK = 1,    /* took a hold, given back; the owner holds the rest */
+    RLOCK__GAVE_BACK_ALL = 2, /* took the owner's only hold, given back: key deleted */
+    RLOCK__TOOK_LOST = 3,    /* took a hold, but the owner's field is gone already */
+} rlock__abandoned;
 
 /* The outcome of one release that got an answer. */
 typedef enum rlock__released {
@@ -34,10 +44,19 @@ typedef enum rlock__released {
 
 typedef struct rlock__kind {
     const char *name;
-    /* One attempt for owner "<uuid>:<tid>"; held is the count this thread
-     * believes it has (0: a first acquisition). */
+    /* One attempt for owner "<uuid>:<tid>" with request id rid; held is
+     * the count this thread believes it has (0: a first acquisition).
+     * resend: the same rid went out before without an answer. Redis
+     * remembers what a request with this rid did (its acquire latch), so
+     * sending it again is always safe: it never takes a second hold. */
     rlock_status (*attempt)(struct rlock *l, const char *owner, int64_t lease_ms, int64_t held,
-                            rlock__attempt *out, int64_t deadline_ms);
+                            const char *rid, bool resend, rlock__attempt *out,
+                            int64_t deadline_ms);
+    /* Settles the attempt rid that never got an answer: afterwards no copy
+     * of it can take a hold, and a hold it took is given back (lease_ms for
+     * the holds left). *out: what it had done (rlock__abandoned). */
+    rlock_status (*abandon)(struct rlock *l, const char *owner, const char *rid,
+                            int64_t lease_ms, int *out, int64_t deadline_ms);
     /* One release with request id rid (the unlock latch makes a resend of
      * the same id safe). */
     rlock_status (*release)(struct rlock *l, const char *owner, const char *rid, int64_t lease_ms,
@@ -64,6 +83,8 @@ struct rlock {
     size_t chanlen;
     char *latch_prefix; /* redisson_unlock_latch:{name}: */
     size_t latch_prefix_len;
+    char *acq_latch_prefix; /* rlock_acquire_latch:{name}: */
+    size_t acq_latch_prefix_len;
 };
 
 /* Fills a handle (the derived names are allocated); fini frees them. */
@@ -72,6 +93,9 @@ rlock_status rlock__handle_init(struct rlock *l, rlock_client *c, const rlock__k
 void rlock__handle_fini(struct rlock *l);
 
 #define RLOCK__OWNER_MAX 64
+/* A latch key: prefix + the 32 hex digits of a request id, malloc'd (a
+ * name may be long: never on the stack). NULL on ENOMEM. */
+char *rlock__latch_key(const char *prefix, size_t prefix_len, const char *rid, size_t *len);
 /* "<client uuid>:<tid>" into buf (RLOCK__OWNER_MAX bytes). */
 void rlock__owner(const rlock_client *c, uint64_t tid, char *buf);
 

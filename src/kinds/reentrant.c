@@ -3,6 +3,7 @@
  * how to run them and what their replies mean; the engine (sync/) decides
  * when. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
@@ -36,6 +37,8 @@ rlock_status rlock__parse_attempt(const redisReply *r, rlock__attempt *out)
         *out = (rlock__attempt){RLOCK__HELD, 0, v};
     } else if (kind == 2) {
         *out = (rlock__attempt){RLOCK__GONE, 0, -1};
+    } else if (kind == 3) {
+        *out = (rlock__attempt){RLOCK__SPENT, 0, -1};
     } else {
         return rlock__fail(RLOCK_EPROTO, "unexpected acquire reply {%lld, %lld}", kind, v);
     }
@@ -95,17 +98,37 @@ void rlock__parse_renewal(const redisReply *r, size_t k, int8_t *res)
 
 /* ---- operations ------------------------------------------------------ */
 
-static rlock_status attempt(rlock *l, const char *owner, int64_t lease_ms, int64_t held,
-                            rlock__attempt *out, int64_t deadline_ms)
+char *rlock__latch_key(const char *prefix, size_t prefix_len, const char *rid, size_t *len)
 {
-    char lease[24], have[24];
+    char *k = malloc(prefix_len + 33);
+    if (k) {
+        memcpy(k, prefix, prefix_len);
+        memcpy(k + prefix_len, rid, 33);
+        *len = prefix_len + 32;
+    }
+    return k;
+}
+
+static rlock_status attempt(rlock *l, const char *owner, int64_t lease_ms, int64_t held,
+                            const char *rid, bool resend, rlock__attempt *out,
+                            int64_t deadline_ms)
+{
+    size_t latchlen;
+    char *latch = rlock__latch_key(l->acq_latch_prefix, l->acq_latch_prefix_len, rid, &latchlen);
+    if (!latch) {
+        return rlock__fail(RLOCK_ENOMEM, "out of memory for a latch key");
+    }
+    char lease[24], have[24], latch_ttl[16];
     snprintf(lease, sizeof lease, "%lld", (long long)lease_ms);
     snprintf(have, sizeof have, "%lld", (long long)held);
-    const char *args[4] = {l->name, lease, owner, have};
-    size_t lens[4] = {l->namelen, strlen(lease), strlen(owner), strlen(have)};
-    rlock__call call = {l->name, l->namelen, &rlock__script_acquire, 1, 4, args, lens};
+    snprintf(latch_ttl, sizeof latch_ttl, "%d", RLOCK__LATCH_TTL_MS);
+    const char *args[7] = {l->name, latch, lease, owner, have, latch_ttl, resend ? "1" : "0"};
+    size_t lens[7] = {l->namelen,   latchlen,          strlen(lease), strlen(owner),
+                      strlen(have), strlen(latch_ttl), 1};
+    rlock__call call = {l->name, l->namelen, &rlock__script_acquire, 2, 7, args, lens};
     redisReply *r = NULL;
     rlock_status st = rlock__run(l->c, &call, &r, deadline_ms);
+    free(latch);
     if (st == RLOCK_OK) {
         st = rlock__parse_attempt(r, out);
         freeReplyObject(r);
@@ -113,21 +136,51 @@ static rlock_status attempt(rlock *l, const char *owner, int64_t lease_ms, int64
     return st;
 }
 
+static rlock_status abandon(rlock *l, const char *owner, const char *rid, int64_t lease_ms,
+                            int *out, int64_t deadline_ms)
+{
+    size_t latchlen;
+    char *latch = rlock__latch_key(l->acq_latch_prefix, l->acq_latch_prefix_len, rid, &latchlen);
+    if (!latch) {
+        return rlock__fail(RLOCK_ENOMEM, "out of memory for a latch key");
+    }
+    char lease[24], latch_ttl[16];
+    snprintf(lease, sizeof lease, "%lld", (long long)lease_ms);
+    snprintf(latch_ttl, sizeof latch_ttl, "%d", RLOCK__LATCH_TTL_MS);
+    const char *args[8] = {l->name, l->channel, latch, owner, latch_ttl, lease, "0", "publish"};
+    size_t lens[8] = {l->namelen,        l->chanlen,    latchlen, strlen(owner),
+                      strlen(latch_ttl), strlen(lease), 1,        7};
+    rlock__call call = {l->name, l->namelen, &rlock__script_abandon, 3, 8, args, lens};
+    int64_t v = -1;
+    rlock_status st = rlock__run_int(l->c, &call, &v, deadline_ms);
+    free(latch);
+    if (st == RLOCK_OK) {
+        if (v < RLOCK__TOOK_NOTHING || v > RLOCK__TOOK_LOST) {
+            return rlock__fail(RLOCK_EPROTO, "unexpected abandon reply %lld", (long long)v);
+        }
+        *out = (int)v;
+    }
+    return st;
+}
+
 static rlock_status release(rlock *l, const char *owner, const char *rid, int64_t lease_ms,
                             rlock__released *out, int64_t deadline_ms)
 {
+    size_t latchlen;
+    char *latch = rlock__latch_key(l->latch_prefix, l->latch_prefix_len, rid, &latchlen);
+    if (!latch) {
+        return rlock__fail(RLOCK_ENOMEM, "out of memory for a latch key");
+    }
     char lease[24], latch_ttl[16];
-    char latch[l->latch_prefix_len + 33];
-    memcpy(latch, l->latch_prefix, l->latch_prefix_len);
-    memcpy(latch + l->latch_prefix_len, rid, 33);
     snprintf(lease, sizeof lease, "%lld", (long long)lease_ms);
     snprintf(latch_ttl, sizeof latch_ttl, "%d", RLOCK__LATCH_TTL_MS);
     const char *args[8] = {l->name, l->channel, latch, "0", lease, owner, "publish", latch_ttl};
-    size_t lens[8] = {l->namelen,    l->chanlen,    l->latch_prefix_len + 32, 1,
-                      strlen(lease), strlen(owner), 7,                        strlen(latch_ttl)};
+    size_t lens[8] = {l->namelen,    l->chanlen,    latchlen, 1,
+                      strlen(lease), strlen(owner), 7,        strlen(latch_ttl)};
     rlock__call call = {l->name, l->namelen, &rlock__script_unlock, 3, 8, args, lens};
     redisReply *r = NULL;
     rlock_status st = rlock__run(l->c, &call, &r, deadline_ms);
+    free(latch);
     if (st == RLOCK_OK) {
         st = rlock__parse_release(r, out);
         freeReplyObject(r);
@@ -175,6 +228,7 @@ static rlock_status count(rlock *l, const char *owner, int64_t *out, int64_t dea
 const rlock__kind rlock__kind_reentrant = {
     .name = "reentrant",
     .attempt = attempt,
+    .abandon = abandon,
     .release = release,
     .force_release = force_release,
     .count = count,

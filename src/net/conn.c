@@ -108,8 +108,9 @@ static rlock_status read_one(rlock__conn *conn, redisReply **out, int64_t deadli
 
 rlock_status rlock__conn_exchange(rlock__conn *conn, int n, char *const *cmds,
                                   const long long *lens, redisReply **replies,
-                                  int64_t deadline_ms)
+                                  int64_t deadline_ms, int64_t hard_ms)
 {
+    deadline_ms = rlock__min_deadline(deadline_ms, hard_ms);
     for (int i = 0; i < n; i++) {
         replies[i] = NULL;
     }
@@ -138,12 +139,13 @@ rlock_status rlock__conn_exchange(rlock__conn *conn, int n, char *const *cmds,
         free(buf);
     }
     /* In a pipeline each reply gets the whole budget from the one before:
-     * a long round of renewals is not cut short while replies keep coming. */
+     * a long round of renewals is not cut short while replies keep coming,
+     * up to the caller's hard bound. */
     int64_t budget = deadline_ms - rlock__now_ms();
     for (int i = 0; i < n && st == RLOCK_OK; i++) {
         st = read_one(conn, &replies[i], deadline_ms);
         int64_t next = rlock__now_ms() + budget;
-        deadline_ms = next > deadline_ms ? next : deadline_ms;
+        deadline_ms = rlock__min_deadline(next > deadline_ms ? next : deadline_ms, hard_ms);
     }
     return st;
 }
@@ -156,7 +158,7 @@ rlock_status rlock__conn_call(rlock__conn *conn, int argc, const char **argv,
     if (len < 0 || !cmd) {
         return rlock__fail(RLOCK_ENOMEM, "out of memory for a command");
     }
-    rlock_status st = rlock__conn_exchange(conn, 1, &cmd, &len, reply, deadline_ms);
+    rlock_status st = rlock__conn_exchange(conn, 1, &cmd, &len, reply, deadline_ms, deadline_ms);
     redisFreeCommand(cmd);
     return st;
 }
@@ -183,8 +185,8 @@ rlock_status rlock__error_reply(const redisReply *r)
     return rlock__fail(auth ? RLOCK_EAUTH : RLOCK_EREDIS, "%.200s", s);
 }
 
-/* AUTH, SELECT and CLIENT SETNAME in one round trip. */
-static rlock_status hello(rlock_client *c, redisContext *ctx)
+/* AUTH, SELECT and CLIENT SETNAME in one round trip, by deadline_ms. */
+static rlock_status hello(rlock_client *c, redisContext *ctx, int64_t deadline_ms)
 {
     const char *argv[3][4];
     size_t argvlen[3][4];
@@ -223,8 +225,7 @@ static rlock_status hello(rlock_client *c, redisContext *ctx)
     }
     rlock__conn conn = {ctx, false, false};
     if (st == RLOCK_OK) {
-        st = rlock__conn_exchange(&conn, n, cmds, lens, replies,
-                                  rlock__now_ms() + c->cfg.command_timeout_ms);
+        st = rlock__conn_exchange(&conn, n, cmds, lens, replies, deadline_ms, deadline_ms);
     }
     for (int i = 0; st == RLOCK_OK && i < n; i++) {
         if (replies[i]->type != REDIS_REPLY_ERROR) {
@@ -259,11 +260,21 @@ static rlock_status hello(rlock_client *c, redisContext *ctx)
     return st;
 }
 
-rlock_status rlock__connect(rlock_client *c, redisContext **out)
+rlock_status rlock__connect(rlock_client *c, redisContext **out, int64_t deadline_ms)
 {
+    /* A reconnect made for a call (a renewal round, an acquire) must fit in
+     * that call's bound: each step takes its own timeout or what is left
+     * of the caller's, whichever is less. */
+    int64_t ms = c->cfg.connect_timeout_ms;
+    if (deadline_ms >= 0 && deadline_ms - rlock__now_ms() < ms) {
+        ms = deadline_ms - rlock__now_ms();
+        if (ms <= 0) {
+            return rlock__fail(RLOCK_ETIMEDOUT, "no time left to connect");
+        }
+    }
     /* hiredis 0.14 keeps the connect timeout in an int of milliseconds and
      * treats larger values as no timeout at all: clamp (24.8 days). */
-    int64_t ms = c->cfg.connect_timeout_ms < INT_MAX ? c->cfg.connect_timeout_ms : INT_MAX;
+    ms = ms < INT_MAX ? ms : INT_MAX;
     struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)((ms % 1000) * 1000)};
     redisContext *ctx = c->ep.path ? redisConnectUnixWithTimeout(c->ep.path, tv)
                                    : redisConnectWithTimeout(c->ep.host, c->ep.port, tv);
@@ -293,7 +304,9 @@ rlock_status rlock__connect(rlock_client *c, redisContext **out)
         redisFree(ctx);
         return rlock__fail(RLOCK_EIO, "cannot set the socket timeout");
     }
-    if ((st = hello(c, ctx)) != RLOCK_OK) {
+    if ((st = hello(c, ctx,
+                    rlock__min_deadline(rlock__now_ms() + c->cfg.command_timeout_ms,
+                                        deadline_ms))) != RLOCK_OK) {
         redisFree(ctx);
         return st;
     }

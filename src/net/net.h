@@ -22,16 +22,18 @@ typedef struct rlock__conn {
 } rlock__conn;
 
 /* Opens a connection to ep: connect within connect_timeout_ms, then AUTH,
- * SELECT and CLIENT SETNAME, each within command_timeout_ms. */
-rlock_status rlock__connect(struct rlock_client *c, redisContext **out);
+ * SELECT and CLIENT SETNAME within command_timeout_ms; both steps end by
+ * the caller's deadline_ms too (< 0: none), so a reconnect made for a call
+ * fits inside the call's own bound. */
+rlock_status rlock__connect(struct rlock_client *c, redisContext **out, int64_t deadline_ms);
 /* Sends n commands (cmds[i] formatted by redisFormatCommandArgv) and reads
  * their replies into replies[]: the first by deadline_ms, each later one
- * within the same budget after the one before. On a failure the
- * connection is marked broken; replies already read are kept (the rest
- * NULL). */
+ * within the same budget after the one before, but never after hard_ms
+ * (< 0: no such bound). On a failure the connection is marked broken;
+ * replies already read are kept (the rest NULL). */
 rlock_status rlock__conn_exchange(rlock__conn *conn, int n, char *const *cmds,
                                   const long long *lens, redisReply **replies,
-                                  int64_t deadline_ms);
+                                  int64_t deadline_ms, int64_t hard_ms);
 /* One command: format, exchange. The reply may be an error reply. */
 rlock_status rlock__conn_call(rlock__conn *conn, int argc, const char **argv,
                               const size_t *argvlen, redisReply **reply, int64_t deadline_ms);
@@ -61,9 +63,12 @@ typedef struct rlock__pool {
 
 rlock_status rlock__pool_init(rlock__pool *p, int size);
 void rlock__pool_destroy(struct rlock_client *c, rlock__pool *p);
-/* Borrows a connected connection, connecting if needed. Blocks while every
- * connection is busy, up to command_timeout_ms (then RLOCK_EPOOL). */
-rlock_status rlock__pool_borrow(struct rlock_client *c, rlock__pool *p, rlock__conn **out);
+/* Borrows a connected connection, connecting if needed (rlock__connect,
+ * bounded by deadline_ms too). Blocks while every connection is busy, up to
+ * command_timeout_ms or deadline_ms, whichever comes first (then
+ * RLOCK_EPOOL). deadline_ms < 0: no bound but the configured ones. */
+rlock_status rlock__pool_borrow(struct rlock_client *c, rlock__pool *p, rlock__conn **out,
+                                int64_t deadline_ms);
 /* Returns a connection; a broken one is closed and re-made on next use. */
 void rlock__pool_return(struct rlock_client *c, rlock__pool *p, rlock__conn *conn);
 /* Wakes borrowers and refuses new ones (client closing). */
@@ -77,9 +82,10 @@ void rlock__pool_close(rlock__pool *p);
  * is subscribed on. */
 typedef struct rlock__topology {
     const char *kind;
-    /* Borrows a connection to the node that owns key. */
+    /* Borrows a connection to the node that owns key, by deadline_ms at
+     * the latest (< 0: the configured timeouts alone). */
     rlock_status (*borrow)(struct rlock_client *c, const char *key, size_t keylen,
-                           rlock__conn **out);
+                           rlock__conn **out, int64_t deadline_ms);
     void (*give_back)(struct rlock_client *c, rlock__conn *conn);
     /* Calls on keys of one group may share a script or a pipeline (one
      * cluster slot); groups are compared by this number. */
@@ -100,6 +106,7 @@ typedef struct rlock__script {
 
 /* Generated from lua/ at build time. */
 extern const rlock__script rlock__script_acquire;
+extern const rlock__script rlock__script_abandon;
 extern const rlock__script rlock__script_unlock;
 extern const rlock__script rlock__script_force_unlock;
 extern const rlock__script rlock__script_renew;
@@ -115,9 +122,9 @@ typedef struct rlock__call {
     const size_t *lens;
 } rlock__call;
 
-/* Runs one call on the node of its key: borrows,
+/* Runs one call on the node of its key: borrows (a reconnect included),
  * sends (EVALSHA, then EVAL on NOSCRIPT), and retries transient error
- * replies with backoff until deadline_ms. On RLOCK_OK *reply is set; it
+ * replies with backoff, all by deadline_ms. On RLOCK_OK *reply is set; it
  * may be an error reply other than a transient one, for the caller to map
  * (rlock__error_reply). */
 rlock_status rlock__run(struct rlock_client *c, const rlock__call *call, redisReply **reply,
@@ -125,8 +132,10 @@ rlock_status rlock__run(struct rlock_client *c, const rlock__call *call, redisRe
 /* Runs n calls of one group pipelined on one connection (the watchdog's
  * renewal batches): replies[i] is the reply of calls[i], or NULL when it
  * got none (retried by the caller later). NOSCRIPT replies are sent again
- * one by one with the body. */
+ * one by one with the body. The borrow, a reconnect and the first reply
+ * end by deadline_ms; each later reply gets that budget again after the
+ * one before, but nothing runs past hard_ms (< 0: no such bound). */
 void rlock__run_pipeline(struct rlock_client *c, const rlock__call *calls, size_t n,
-                         redisReply **replies, int64_t deadline_ms);
+                         redisReply **replies, int64_t deadline_ms, int64_t hard_ms);
 
 #endif

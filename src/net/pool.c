@@ -71,9 +71,11 @@ static void put_back(rlock__pool *p, rlock__conn *conn)
     pthread_cond_signal(&p->cv);
 }
 
-rlock_status rlock__pool_borrow(rlock_client *c, rlock__pool *p, rlock__conn **out)
+rlock_status rlock__pool_borrow(rlock_client *c, rlock__pool *p, rlock__conn **out,
+                                int64_t deadline_ms)
 {
-    int64_t deadline = rlock__now_ms() + c->cfg.command_timeout_ms;
+    int64_t deadline =
+        rlock__min_deadline(rlock__now_ms() + c->cfg.command_timeout_ms, deadline_ms);
     pthread_mutex_lock(&p->mu);
     /* Closing refuses only those who would have to wait: the close itself
      * borrows a free connection to settle what calls left in doubt. */
@@ -122,7 +124,7 @@ rlock_status rlock__pool_borrow(rlock_client *c, rlock__pool *p, rlock__conn **o
     pthread_mutex_unlock(&p->mu);
 
     redisContext *ctx = NULL;
-    rlock_status st = rlock__connect(c, &ctx);
+    rlock_status st = rlock__connect(c, &ctx, deadline_ms);
 
     pthread_mutex_lock(&p->mu);
     if (st == RLOCK_OK) {

@@ -102,7 +102,7 @@ rlock_status rlock__run(rlock_client *c, const rlock__call *call, redisReply **r
     int64_t backoff = TRANSIENT_BACKOFF_MIN_MS;
     for (;;) {
         rlock__conn *conn;
-        rlock_status st = c->topo->borrow(c, call->key, call->keylen, &conn);
+        rlock_status st = c->topo->borrow(c, call->key, call->keylen, &conn, deadline_ms);
         if (st != RLOCK_OK) {
             return st;
         }
@@ -124,17 +124,18 @@ rlock_status rlock__run(rlock_client *c, const rlock__call *call, redisReply **r
 }
 
 void rlock__run_pipeline(rlock_client *c, const rlock__call *calls, size_t n, redisReply **replies,
-                         int64_t deadline_ms)
+                         int64_t deadline_ms, int64_t hard_ms)
 {
     memset(replies, 0, n * sizeof *replies);
     if (n == 0) {
         return;
     }
+    int64_t budget = deadline_ms - rlock__now_ms(); /* for each resend below */
     char **cmds = calloc(n, sizeof *cmds);
     long long *lens = calloc(n, sizeof *lens);
     rlock__conn *conn = NULL;
     if (!cmds || !lens ||
-        c->topo->borrow(c, calls[0].key, calls[0].keylen, &conn) != RLOCK_OK) {
+        c->topo->borrow(c, calls[0].key, calls[0].keylen, &conn, deadline_ms) != RLOCK_OK) {
         free(cmds);
         free(lens);
         return;
@@ -153,7 +154,7 @@ void rlock__run_pipeline(rlock_client *c, const rlock__call *calls, size_t n, re
     }
     if (built > 0 && built <= INT32_MAX) {
         rlock__stat_add(c, RLOCK_STAT_COMMANDS, built);
-        rlock__conn_exchange(conn, (int)built, cmds, lens, replies, deadline_ms);
+        rlock__conn_exchange(conn, (int)built, cmds, lens, replies, deadline_ms, hard_ms);
     }
     /* A flushed script cache answers NOSCRIPT to each call: send those
      * again one by one, the first with the body (which caches it). */
@@ -161,7 +162,8 @@ void rlock__run_pipeline(rlock_client *c, const rlock__call *calls, size_t n, re
         if (noscript(replies[i])) {
             freeReplyObject(replies[i]);
             replies[i] = NULL;
-            if (run_on(c, conn, &calls[i], &replies[i], deadline_ms) != RLOCK_OK) {
+            int64_t until = rlock__min_deadline(rlock__now_ms() + budget, hard_ms);
+            if (run_on(c, conn, &calls[i], &replies[i], until) != RLOCK_OK) {
                 replies[i] = NULL;
             }
         }

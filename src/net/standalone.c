@@ -4,11 +4,12 @@
  * table in files of their own. */
 #include "internal.h"
 
-static rlock_status borrow(rlock_client *c, const char *key, size_t keylen, rlock__conn **out)
+static rlock_status borrow(rlock_client *c, const char *key, size_t keylen, rlock__conn **out,
+                           int64_t deadline_ms)
 {
     (void)key;
     (void)keylen;
-    return rlock__pool_borrow(c, &c->pool, out);
+    return rlock__pool_borrow(c, &c->pool, out, deadline_ms);
 }
 
 static void give_back(rlock_client *c, rlock__conn *conn)

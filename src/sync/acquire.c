@@ -6,10 +6,20 @@
  *   holder's lease as the last attempt saw it, or the end of the wait ->
  *   attempt again ...
  *
- * An attempt whose reply was lost is never resent blindly (a re-entry
- * would count twice, spec 2.2): the hold count in Redis says whether it
- * ran. Connection errors are retried with backoff for retry_timeout_ms. A
- * cancellation token or the client's close ends the wait at once. */
+ * Every attempt carries a request id, and Redis remembers what a request
+ * with that id did (the kind's acquire latch). An attempt whose reply was
+ * lost is therefore sent again with the same id: the answer is exact (it
+ * ran and took the hold, or it took nothing), never guessed from hold
+ * counts, and a late copy of the first send can never take a second hold.
+ * Connection errors and timeouts are retried so, with backoff, for
+ * retry_timeout_ms (a call that does not wait: for one command timeout).
+ * An id still unanswered when the call must return is recorded with the
+ * hold; the thread's next call for the name, or rlock_client_free(),
+ * abandons it (lua/abandon.lua: no copy can take a hold afterwards, and a
+ * hold it took is given back). A cancellation token or the client's close
+ * ends the wait at once. */
+#include <string.h>
+
 #include "internal.h"
 
 #define IO_BACKOFF_MIN_MS 25
@@ -20,32 +30,16 @@ typedef struct waiting {
     rlock__waiter *w;
 } waiting;
 
-/* The attempt got no reply (timeout or broken link): it may have run, may
- * still run, or never will. Look instead of resending: held + 1 means it
- * ran. Returns RLOCK_OK with *a filled when the answer is known. */
-static rlock_status outcome(rlock *l, const char *owner, int64_t held, rlock_status st,
-                            uint64_t tid, rlock__attempt *a)
+/* The acquire latch of an attempt sent once and answered goes to the
+ * watchdog's batched DEL; one of a resent request lives out its TTL (a
+ * late copy may still be on its way, and the latch must answer it). */
+static void queue_acquire_latch(rlock *l, const char *rid)
 {
-    rlock_client *c = l->c;
-    int64_t n;
-    if (l->kind->count(l, owner, &n, rlock__now_ms() + c->cfg.command_timeout_ms) == RLOCK_OK) {
-        if (n == held + 1) {
-            *a = (rlock__attempt){RLOCK__TAKEN, n, -1};
-            return RLOCK_OK;
-        }
-        if (held > 0 && n == 0) {
-            *a = (rlock__attempt){RLOCK__GONE, 0, -1};
-            return RLOCK_OK;
-        }
-        if (st == RLOCK_EIO) {
-            return st; /* a broken link's request cannot run later */
-        }
+    size_t len;
+    char *key = rlock__latch_key(l->acq_latch_prefix, l->acq_latch_prefix_len, rid, &len);
+    if (key) {
+        rlock__latch_garbage(l->c, key, len);
     }
-    /* A timed-out request may still run (its bytes can sit in a stalled
-     * server's buffer): this thread's next call for the name, or the
-     * client's close, compares the counts again and releases an orphan. */
-    rlock__hold_set_suspect(c, l->name, l->namelen, tid, true);
-    return st;
 }
 
 rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_cancel *cancel,
@@ -67,7 +61,11 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
     if (st != RLOCK_OK) {
         return st;
     }
-    if ((st = rlock__settle(l, tid, true, rlock__now_ms() + cmd_ms)) != RLOCK_OK) {
+    /* Settling an earlier doubt and waiting out a renewal in flight share
+     * one command timeout: the steps before the first attempt never add up
+     * to more (finding 15). */
+    int64_t prelude_end = rlock__now_ms() + cmd_ms;
+    if ((st = rlock__settle(l, tid, true, prelude_end)) != RLOCK_OK) {
         rlock__hold_tidy(c, l->name, l->namelen, tid);
         return st;
     }
@@ -85,11 +83,25 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
         /* A renewal of this thread's previous hold is in flight; if it ran
          * after this acquire it would stretch the new lease to the
          * watchdog's. Let it finish first (rare, one round trip). */
-        rlock__hold_wait_round(c, l->name, l->namelen, tid, rlock__now_ms() + cmd_ms);
+        rlock__hold_wait_round(c, l->name, l->namelen, tid, prelude_end);
+    }
+    if (rlock__cancelled(cancel)) {
+        rlock__hold_tidy(c, l->name, l->namelen, tid);
+        return rlock__fail(RLOCK_ECANCELED, "the wait was cancelled");
     }
 
     waiting q = {NULL, NULL};
     int64_t io_since = -1, io_sleep = 0, lease_end = -1, ttl = -1;
+    bool saw_ttl = false;
+    /* The request id of the current attempt; resend: it went out before
+     * and got no answer, so it may have run or may still run. */
+    char rid[33];
+    rlock__request_id(rid);
+    bool resend = false;
+    /* A call that does not wait still retries a lost reply (or a request
+     * that never left: a reconnect's handshake timed out) for one command
+     * timeout; one that waits, for retry_timeout_ms within its wait. */
+    int64_t io_limit = wait_ms == 0 ? cmd_ms : c->cfg.retry_timeout_ms;
     /* No barging: while other threads of this client queue for the name, a
      * newcomer that does not hold it queues behind them instead of racing
      * them (or the thread that just released would win again and again). */
@@ -99,27 +111,38 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
         if (!skip) {
             rlock__attempt a;
             int64_t sent = rlock__now_ms();
-            st = k->attempt(l, owner, lease, held, &a, sent + cmd_ms);
-            if (st == RLOCK_ETIMEDOUT || st == RLOCK_EIO) {
-                st = outcome(l, owner, held, st, tid, &a);
-            }
+            st = k->attempt(l, owner, lease, held, rid, resend, &a, sent + cmd_ms);
             if (st == RLOCK_OK && a.what == RLOCK__TAKEN) {
-                rlock__hold_acquired(c, l->name, l->namelen, tid, lease_ms, sent);
+                rlock__hold_acquired(c, l->name, l->namelen, tid, lease_ms, sent, k->renew);
+                if (!resend) {
+                    queue_acquire_latch(l, rid);
+                }
+                resend = false;
                 if (a.count != held + 1) {
-                    /* Redis counts more than we do: an earlier acquire ran
-                     * after its reply was lost. Settled at the next call. */
-                    rlock__hold_set_suspect(c, l->name, l->namelen, tid, true);
+                    /* Redis counts other than we do: an acquire of ours ran
+                     * beyond the latch's horizon. The next call compares
+                     * the counts and gives the surplus back. */
+                    rlock__hold_set_suspect(c, l->name, l->namelen, tid, "");
                 }
                 break;
+            }
+            if (st == RLOCK_OK) {
+                /* Answered without a hold: the id is used up. */
+                resend = false;
+                rlock__request_id(rid);
             }
             if (st == RLOCK_OK && a.what == RLOCK__GONE) {
                 rlock__hold_mark_lost(c, l->name, l->namelen, tid);
                 st = rlock__fail(RLOCK_ELOST, "this thread's hold of the lock was lost");
                 break;
             }
+            if (st == RLOCK_OK && a.what == RLOCK__SPENT) {
+                continue; /* an earlier copy took nothing: try again now */
+            }
             if (st == RLOCK_OK) { /* RLOCK__HELD */
                 st = rlock__fail(RLOCK_EBUSY, "the lock is held by another owner");
                 ttl = a.ttl;
+                saw_ttl = true;
                 lease_end = ttl >= 0 ? rlock__now_ms() + ttl : -1;
                 io_since = -1;
                 io_sleep = 0;
@@ -127,19 +150,28 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
                     rlock__chan_used_wake(c, q.ch, q.w);
                     rlock__chan_saw_lease(c, q.ch, q.w, lease_end);
                 }
-            } else if (st == RLOCK_EIO && wait_ms != 0) {
-                /* Redis restarting or the link dropped: keep waiting, with
-                 * backoff, for up to retry_timeout_ms. */
+            } else if (st == RLOCK_EIO || st == RLOCK_ETIMEDOUT) {
+                /* No answer (Redis restarting, the link dropped, a stalled
+                 * server): send the same request again, with backoff. */
+                resend = true;
                 int64_t now = rlock__now_ms();
                 if (io_since < 0) {
-                    io_since = now;
+                    io_since = sent;
                 }
-                if (now - io_since >= c->cfg.retry_timeout_ms) {
+                if (now - io_since >= io_limit) {
                     break;
                 }
                 io_sleep = io_sleep ? io_sleep * 2 : IO_BACKOFF_MIN_MS;
                 if (io_sleep > IO_BACKOFF_MAX_MS) {
                     io_sleep = IO_BACKOFF_MAX_MS;
+                }
+                if (wait_ms == 0) {
+                    if (rlock__cancelled(cancel)) {
+                        st = rlock__fail(RLOCK_ECANCELED, "the wait was cancelled");
+                        break;
+                    }
+                    rlock__sleep_ms(io_sleep);
+                    continue;
                 }
             } else {
                 break;
@@ -192,10 +224,15 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
         }
         rlock__chan_leave(c, q.ch, q.w, st == RLOCK_OK, rlock__now_ms() + lease);
     }
+    if (resend) {
+        /* The last request sent got no answer: settled (abandoned) by this
+         * thread's next call for the name or at close. */
+        rlock__hold_set_suspect(c, l->name, l->namelen, tid, rid);
+    }
     if (st != RLOCK_OK) {
         rlock__hold_tidy(c, l->name, l->namelen, tid);
     }
-    if (st == RLOCK_EBUSY && holder_ttl_ms) {
+    if (st == RLOCK_EBUSY && holder_ttl_ms && saw_ttl) {
         *holder_ttl_ms = ttl;
     }
     return st;

@@ -507,7 +507,7 @@ static void *pubsub_main(void *arg)
         if (!ctx && now >= retry_at) {
             pthread_mutex_unlock(&c->ps_mu);
             redisContext *nc = NULL;
-            rlock_status st = rlock__connect(c, &nc);
+            rlock_status st = rlock__connect(c, &nc, -1);
             pthread_mutex_lock(&c->ps_mu);
             if (st == RLOCK_OK) {
                 ctx = nc;
@@ -596,7 +596,7 @@ rlock_status rlock__pubsub_start(rlock_client *c)
      * first waiter does not pay for it, and a fork() right after
      * rlock_client_new() cannot catch the thread half-way through a
      * connect (whose memory the child could not free). */
-    rlock_status st = rlock__connect(c, &c->ps_ctx);
+    rlock_status st = rlock__connect(c, &c->ps_ctx, -1);
     if (st != RLOCK_OK) {
         return st;
     }

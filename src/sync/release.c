@@ -5,13 +5,18 @@
  * again: if the first one ran, the unlock latch answers with its result and
  * nothing is released twice; if not, it runs now. A new id would release a
  * second hold, the outer one of a nested lock (the overlap the randomized
- * fault run found). The latch lives RLOCK__LATCH_TTL_MS; after
- * RLOCK__LATCH_TRUST_MS the hold count in Redis decides instead.
+ * fault run found). The latch lives RLOCK__LATCH_TTL_MS from when the
+ * request ran, so within RLOCK__LATCH_TRUST_MS of the send the answer is
+ * exact. Later only the hold count in Redis is left, and it is read
+ * conservatively: a count one lower proves the unlock ran only while a hold
+ * is left; a hold that is gone may have been released or lost, and is
+ * reported lost (RLOCK_ELOST), never released (RLOCK_OK).
  *
- * An acquire whose reply was lost and whose outcome could not be checked
- * is "suspect": if it ran, Redis counts one more hold than we do. Only this
- * thread changes its own field, so on its next call for the name Redis's
- * count minus ours is exactly the orphaned part, and it is released. */
+ * An acquire whose reply was lost keeps its request id too (the attempt's
+ * acquire latch records what it did), and is settled by abandoning it
+ * (lua/abandon.lua): exact within the same horizon. Beyond it, Redis's
+ * count minus ours is the orphaned part (only this thread changes its own
+ * field), and it is given back. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,32 +29,40 @@
  * and release a hold taken since. Those latches live out their TTL. */
 static void queue_latch(rlock *l, const char *rid)
 {
-    size_t len = l->latch_prefix_len + 32;
-    char *latch = malloc(len + 1);
+    size_t len;
+    char *latch = rlock__latch_key(l->latch_prefix, l->latch_prefix_len, rid, &len);
     if (latch) {
-        memcpy(latch, l->latch_prefix, l->latch_prefix_len);
-        memcpy(latch + l->latch_prefix_len, rid, 33);
         rlock__latch_garbage(l->c, latch, len);
     }
 }
 
-static void apply(rlock *l, uint64_t tid, rlock__released r, const char *rid)
+/* The unlock sent at sent_ms ran with result r (a partial one reset the
+ * key's TTL: the registry's deadline follows it). */
+static void apply(rlock *l, uint64_t tid, rlock__released r, const char *rid, int64_t sent_ms)
 {
-    rlock__hold_released(l->c, l->name, l->namelen, tid, r != RLOCK__PARTIAL);
+    rlock__hold_released(l->c, l->name, l->namelen, tid, r != RLOCK__PARTIAL, sent_ms);
     if (r != RLOCK__NOT_HELD && rid) {
         queue_latch(l, rid);
     }
 }
 
+static bool trusted(int64_t since)
+{
+    return rlock__now_ms() - since < RLOCK__LATCH_TRUST_MS;
+}
+
 /* Sends the release with rid; after a transport error once more with the
  * same id (the latch makes that safe). *once: answered at the first send. */
 static rlock_status send_release(rlock *l, const char *owner, const char *rid, int64_t lease_ms,
-                                 rlock__released *out, bool *once)
+                                 rlock__released *out, bool *once, int64_t deadline_ms)
 {
     rlock_status st = RLOCK_EIO;
     for (int tries = 0; tries < 2; tries++) {
-        st = l->kind->release(l, owner, rid, lease_ms, out,
-                              rlock__now_ms() + l->c->cfg.command_timeout_ms);
+        int64_t now = rlock__now_ms();
+        if (tries > 0 && now >= deadline_ms) {
+            break;
+        }
+        st = l->kind->release(l, owner, rid, lease_ms, out, now + l->c->cfg.command_timeout_ms);
         *once = tries == 0;
         if (st != RLOCK_EIO && st != RLOCK_ETIMEDOUT) {
             break;
@@ -58,18 +71,25 @@ static rlock_status send_release(rlock *l, const char *owner, const char *rid, i
     return st;
 }
 
-/* The pending unlock is older than its latch can be trusted: did it run?
- * Compare the count in Redis with ours. */
+/* What an unlock unanswered for longer than its latch can be trusted did,
+ * from the hold count in Redis (n) against ours. */
+typedef enum judged { RAN, NOT_RUN, GONE } judged;
+
 static rlock_status judge_old_pending(rlock *l, const char *owner, const rlock__hold_view *v,
-                                      bool *ran, rlock__released *r, int64_t deadline_ms)
+                                      judged *j, int64_t deadline_ms)
 {
     int64_t n;
     rlock_status st = l->kind->count(l, owner, &n, deadline_ms);
     if (st != RLOCK_OK) {
         return st;
     }
-    *ran = n == v->count - 1;
-    *r = n == 0 ? RLOCK__FREED : RLOCK__PARTIAL;
+    if (n > 0 && n == v->count - 1) {
+        *j = RAN; /* a hold is left, one fewer: only our unlock does that */
+    } else if (n > 0 && n == v->count) {
+        *j = NOT_RUN;
+    } else {
+        *j = GONE; /* released or lost: cannot be told apart, so lost */
+    }
     return RLOCK_OK;
 }
 
@@ -79,46 +99,103 @@ rlock_status rlock__release(rlock *l)
     uint64_t tid = rlock_thread_id();
     char owner[RLOCK__OWNER_MAX];
     rlock__owner(c, tid, owner);
-    rlock_status st = rlock__settle(l, tid, false, rlock__now_ms() + c->cfg.command_timeout_ms);
+    int64_t deadline = rlock__now_ms() + c->cfg.command_timeout_ms;
+    rlock_status st = rlock__settle(l, tid, false, deadline);
     if (st != RLOCK_OK) {
         return st;
     }
     rlock__hold_view v;
     rlock__hold_view_of(c, l->name, l->namelen, tid, &v);
     char rid[33];
-    bool resend = v.pending && rlock__now_ms() - v.pending_since < RLOCK__LATCH_TRUST_MS;
+    bool resend = v.pending && trusted(v.pending_since);
     if (resend) {
         memcpy(rid, v.pending_rid, sizeof rid); /* the retry of that unlock */
     } else {
         if (v.pending) {
-            bool ran = false;
-            rlock__released r;
-            st = judge_old_pending(l, owner, &v, &ran, &r,
-                                   rlock__now_ms() + c->cfg.command_timeout_ms);
+            judged j;
+            st = judge_old_pending(l, owner, &v, &j, deadline);
             if (st != RLOCK_OK) {
                 return st;
             }
-            if (ran) {
-                apply(l, tid, r, NULL);
+            if (j == RAN) {
+                apply(l, tid, RLOCK__PARTIAL, NULL, rlock__now_ms()); /* its first send */
                 return RLOCK_OK;
+            }
+            if (j == GONE) {
+                apply(l, tid, RLOCK__NOT_HELD, NULL, rlock__now_ms());
+                return rlock__fail(RLOCK_ELOST,
+                                   "the hold is gone, and its unlock went unanswered for too "
+                                   "long to tell whether it ran: reported lost");
             }
         }
         rlock__request_id(rid);
     }
+    if (v.ends_watchdog && v.in_round) {
+        /* A renewal in flight could run after this unlock and cut the
+         * explicit lease left to the watchdog's, with nothing renewing it
+         * any more. Let it finish first (rare, one round trip). */
+        rlock__hold_wait_round(c, l->name, l->namelen, tid, deadline);
+    }
     rlock__released r;
     bool once = false;
-    st = send_release(l, owner, rid, v.lease_ms, &r, &once);
+    int64_t sent = rlock__now_ms();
+    st = send_release(l, owner, rid, v.lease_ms, &r, &once, deadline);
     if (st == RLOCK_OK) {
-        apply(l, tid, r, once && !resend ? rid : NULL);
+        apply(l, tid, r, once && !resend ? rid : NULL, sent);
         if (r == RLOCK__NOT_HELD) {
             st = (v.count > 0 || v.lost)
                      ? rlock__fail(RLOCK_ELOST, "this thread's hold of the lock was lost")
                      : rlock__fail(RLOCK_ENOTOWNER, "the calling thread does not hold the lock");
         }
     } else if (v.count > 0 && st != RLOCK_ENOMEM) {
-        rlock__hold_set_pending(c, l->name, l->namelen, tid, rid);
+        rlock__hold_set_pending(c, l->name, l->namelen, tid, rid, sent);
     }
     return st;
+}
+
+/* Settles an acquire left in doubt: abandons its request (exact), or past
+ * the latch's horizon gives back what Redis counts beyond our count. */
+static rlock_status settle_acquire(rlock *l, uint64_t tid, const char *owner,
+                                   const rlock__hold_view *v, int64_t deadline_ms)
+{
+    rlock_client *c = l->c;
+    if (v->suspect_rid[0] && trusted(v->suspect_since)) {
+        int what;
+        int64_t sent = rlock__now_ms();
+        rlock_status st = l->kind->abandon(l, owner, v->suspect_rid, v->lease_ms, &what,
+                                           deadline_ms);
+        if (st != RLOCK_OK) {
+            return st;
+        }
+        if (what == RLOCK__GAVE_BACK) {
+            /* It reset the TTL of the levels we hold. */
+            rlock__hold_ttl_set(c, l->name, l->namelen, tid, sent, v->lease_ms);
+        }
+        if (what == RLOCK__TOOK_LOST && v->count > 0) {
+            rlock__hold_mark_lost(c, l->name, l->namelen, tid);
+        }
+        rlock__hold_set_suspect(c, l->name, l->namelen, tid, NULL);
+        return RLOCK_OK;
+    }
+    int64_t in_redis;
+    rlock_status st = l->kind->count(l, owner, &in_redis, deadline_ms);
+    if (st != RLOCK_OK) {
+        return st;
+    }
+    int64_t extra = v->lost ? in_redis : in_redis - v->count;
+    for (; extra > 0; extra--) {
+        char rid[33];
+        rlock__released r;
+        rlock__request_id(rid);
+        int64_t sent = rlock__now_ms();
+        if ((st = l->kind->release(l, owner, rid, v->lease_ms, &r, deadline_ms)) != RLOCK_OK) {
+            return st; /* stays suspect */
+        }
+        rlock__hold_ttl_set(c, l->name, l->namelen, tid, sent, v->lease_ms);
+        queue_latch(l, rid);
+    }
+    rlock__hold_set_suspect(c, l->name, l->namelen, tid, NULL);
+    return RLOCK_OK;
 }
 
 rlock_status rlock__settle(rlock *l, uint64_t tid, bool pending_too, int64_t deadline_ms)
@@ -133,25 +210,29 @@ rlock_status rlock__settle(rlock *l, uint64_t tid, bool pending_too, int64_t dea
     rlock__owner(c, tid, owner);
     rlock_status st = RLOCK_OK;
     if (pending_too && v.pending) {
+        /* The caller asked for this unlock: complete it (the same request
+         * again while its latch answers for it), then go on. */
         rlock__released r;
-        bool ran = true;
-        if (rlock__now_ms() - v.pending_since < RLOCK__LATCH_TRUST_MS) {
+        int64_t sent = rlock__now_ms();
+        if (trusted(v.pending_since)) {
             st = l->kind->release(l, owner, v.pending_rid, v.lease_ms, &r, deadline_ms);
             if (st == RLOCK_OK) {
-                apply(l, tid, r, NULL); /* a resend: its latch stays */
+                apply(l, tid, r, NULL, sent); /* a resend: its latch stays */
             }
-        } else if ((st = judge_old_pending(l, owner, &v, &ran, &r, deadline_ms)) == RLOCK_OK) {
-            if (ran) {
-                apply(l, tid, r, NULL);
-            } else {
-                rlock__hold_set_pending(c, l->name, l->namelen, tid, NULL);
-                /* It never ran: the caller's unlock is still owed. Send it
-                 * now under a fresh id, as the caller asked. */
-                char rid[33];
-                rlock__request_id(rid);
-                st = l->kind->release(l, owner, rid, v.lease_ms, &r, deadline_ms);
-                if (st == RLOCK_OK) {
-                    apply(l, tid, r, rid);
+        } else {
+            judged j;
+            if ((st = judge_old_pending(l, owner, &v, &j, deadline_ms)) == RLOCK_OK) {
+                if (j == NOT_RUN) {
+                    char rid[33];
+                    rlock__request_id(rid);
+                    sent = rlock__now_ms();
+                    st = l->kind->release(l, owner, rid, v.lease_ms, &r, deadline_ms);
+                    if (st == RLOCK_OK) {
+                        apply(l, tid, r, rid, sent);
+                    }
+                } else {
+                    apply(l, tid, j == RAN ? RLOCK__PARTIAL : RLOCK__NOT_HELD, NULL,
+                          rlock__now_ms());
                 }
             }
         }
@@ -161,21 +242,7 @@ rlock_status rlock__settle(rlock *l, uint64_t tid, bool pending_too, int64_t dea
         rlock__hold_view_of(c, l->name, l->namelen, tid, &v);
     }
     if (v.suspect) {
-        int64_t in_redis;
-        if (l->kind->count(l, owner, &in_redis, deadline_ms) != RLOCK_OK) {
-            return RLOCK_OK; /* still unknown: try again at the next call */
-        }
-        int64_t extra = v.lost ? in_redis : in_redis - v.count;
-        for (; extra > 0; extra--) {
-            char rid[33];
-            rlock__released r;
-            rlock__request_id(rid);
-            if (l->kind->release(l, owner, rid, v.lease_ms, &r, deadline_ms) != RLOCK_OK) {
-                return RLOCK_OK; /* stays suspect */
-            }
-            queue_latch(l, rid);
-        }
-        rlock__hold_set_suspect(c, l->name, l->namelen, tid, false);
+        return settle_acquire(l, tid, owner, &v, deadline_ms);
     }
     return RLOCK_OK;
 }

@@ -104,9 +104,16 @@ void rlock__latch_garbage(struct rlock_client *c, char *key, size_t len);
 /* ---- user callbacks (callbacks.c) ------------------------------------ */
 
 rlock_status rlock__callbacks_start(struct rlock_client *c);
-/* Delivers what is queued, then stops the thread. */
+/* Delivers what is queued, then stops the thread; later reports are
+ * dropped. Call it once nothing reports any more (the watchdog stopped). */
 void rlock__callbacks_stop(struct rlock_client *c);
-/* Queues an on_lock_lost report (copies name). */
+/* Queues an on_lock_lost report (copies name): an rlock__lost_fn, whose arg
+ * is the client. Not final: delivered only if the hold of that epoch is
+ * still there, lost, when its turn comes. */
+void rlock__lost_queue(void *arg, const char *name, size_t len, uint64_t tid, uint64_t epoch,
+                       bool final);
+/* The same for the hold (name, tid) as the registry has it now; called with
+ * hold_mu held (the watchdog, right after marking it lost). */
 void rlock__report_lost(struct rlock_client *c, const char *name, size_t len, uint64_t tid);
 
 #endif

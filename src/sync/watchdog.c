@@ -2,7 +2,10 @@
  * watchdog_timeout_ms / 3, many per script call (watchdog_batch_size, as
  * Redisson since 3.44), the calls of one round pipelined per key group (a
  * cluster slot: one script never spans two), and deletes the latch keys of
- * completed unlocks in batches, so unlocks pay no extra round trip.
+ * completed unlocks in batches, so unlocks pay no extra round trip. A
+ * hold is in watchdog mode while a level of it taken with RLOCK_WATCHDOG is
+ * still held (the unlock of a nested watchdog lock inside an explicit lease
+ * ends it, as in Redisson), and is renewed with its kind's script.
  *
  * Issue #7272 of Redisson (a renewal outliving its unlock) cannot happen
  * here: the renewal script only touches a key that still carries our owner
@@ -13,9 +16,13 @@
  *
  * A hold is also reported lost, and no longer renewed, when no renewal
  * confirmed it in time: Redis may expire the key at the send time of the
- * last confirmed acquire or renewal plus the lease, and another owner may
- * take it then. The holder is told a margin before that instant (a stalled
- * server, delayed requests), never after another owner could be in.
+ * request that last set its TTL (acquire, re-entry, partial unlock or
+ * renewal) plus the TTL that request set, and another owner may take it
+ * then (core/holds.c keeps that one clock). The holder is told a margin
+ * before that instant (a stalled server, delayed requests, a link that
+ * accepts and never answers), never after another owner could be in:
+ * every step of a round and of a latch flush, reconnects included, ends
+ * by the earliest such instant.
  *
  * Losses are reported through the callback thread: a user callback that
  * blocks must never stop renewals. */
@@ -82,6 +89,7 @@ typedef struct renewal {
     uint64_t tid;
     uint64_t epoch;
     unsigned group;
+    const rlock__script *script; /* the kind's renewal script */
     char owner[RLOCK__OWNER_MAX];
 } renewal;
 
@@ -97,7 +105,7 @@ static void collect(rlock__map_node *node, void *arg)
     snapshot *s = arg;
     rlock__hold *h = (rlock__hold *)node;
     for (rlock__holder *x = h->holders; x; x = x->next) {
-        if (!x->watchdog || x->lost || x->count == 0) {
+        if (x->wd_depth == 0 || x->lost || x->count == 0) {
             continue;
         }
         if (s->n == s->cap) {
@@ -118,6 +126,7 @@ static void collect(rlock__map_node *node, void *arg)
         r->tid = x->tid;
         r->epoch = x->epoch;
         r->group = s->c->topo->group_of(h->name, h->namelen);
+        r->script = x->renew ? x->renew : &rlock__script_renew;
         rlock__owner(s->c, x->tid, r->owner);
         x->in_round = true;
         s->earliest = rlock__min_deadline(s->earliest, x->expires_ms);
@@ -125,15 +134,22 @@ static void collect(rlock__map_node *node, void *arg)
     }
 }
 
+/* One script call renews holds of one key group and one kind. */
 static int by_group(const void *a, const void *b)
 {
-    unsigned ga = ((const renewal *)a)->group, gb = ((const renewal *)b)->group;
-    return ga < gb ? -1 : ga > gb;
+    const renewal *x = a, *y = b;
+    if (x->group != y->group) {
+        return x->group < y->group ? -1 : 1;
+    }
+    uintptr_t sx = (uintptr_t)x->script, sy = (uintptr_t)y->script;
+    return sx < sy ? -1 : sx > sy;
 }
 
-/* Renews v[0..n) (one group) with pipelined script calls; res[i] becomes
- * 1 (kept), 0 (gone) or stays -1 (no answer: retried next round). */
-static void renew_group(rlock_client *c, renewal *v, size_t n, int8_t *res, int64_t deadline_ms)
+/* Renews v[0..n) (one group, one script) with pipelined script calls;
+ * res[i] becomes 1 (kept), 0 (gone) or stays -1 (no answer: retried next
+ * round). Replies are read until deadline_ms, and never after hard_ms. */
+static void renew_group(rlock_client *c, renewal *v, size_t n, int8_t *res, int64_t deadline_ms,
+                        int64_t hard_ms)
 {
     size_t bs = (size_t)c->cfg.watchdog_batch_size;
     size_t nb = (n + bs - 1) / bs;
@@ -147,7 +163,7 @@ static void renew_group(rlock_client *c, renewal *v, size_t n, int8_t *res, int6
         size_t at = 0;
         for (size_t b = 0; b < nb; b++) {
             size_t lo = b * bs, k = (n - lo < bs) ? n - lo : bs;
-            calls[b] = (rlock__call){v[lo].name,   v[lo].namelen, &rlock__script_renew,
+            calls[b] = (rlock__call){v[lo].name,   v[lo].namelen, v[lo].script,
                                      (int)k,       (int)(2 * k + 1), args + at, lens + at};
             for (size_t i = 0; i < k; i++) {
                 args[at + i] = v[lo + i].name;
@@ -159,7 +175,7 @@ static void renew_group(rlock_client *c, renewal *v, size_t n, int8_t *res, int6
             lens[at + k] = strlen(lease);
             at += 2 * k + 1;
         }
-        rlock__run_pipeline(c, calls, nb, replies, deadline_ms);
+        rlock__run_pipeline(c, calls, nb, replies, deadline_ms, hard_ms);
         for (size_t b = 0; b < nb; b++) {
             size_t lo = b * bs, k = (n - lo < bs) ? n - lo : bs;
             if (replies[b]) {
@@ -191,18 +207,27 @@ static void end_round(rlock_client *c, renewal *v, const int8_t *res, size_t n, 
             continue;
         }
         x->in_round = false;
+        bool same = x->epoch == v[i].epoch && x->count > 0 && !x->lost;
         if (res && res[i] == 1) {
             rlock__stat_add(c, RLOCK_STAT_RENEWED, 1);
-            if (x->epoch == v[i].epoch && x->watchdog && sent_ms + c->cfg.watchdog_timeout_ms >
-                                                             x->expires_ms) {
-                x->expires_ms = sent_ms + c->cfg.watchdog_timeout_ms;
+            /* The key now lives by the watchdog's lease from this round's
+             * send, even if the hold has meanwhile left watchdog mode or
+             * was re-entered with a longer lease (one clock: what Redis was
+             * told, never the longest lease we believe in). */
+            if (same) {
+                rlock__holder_told(x, sent_ms, c->cfg.watchdog_timeout_ms);
             }
         }
-        if (res && res[i] == 0 && x->epoch == v[i].epoch && !x->lost && x->watchdog &&
-            x->count > 0) {
+        if (res && res[i] == 0 && same) {
+            /* The field was gone when the renewal ran, and nothing of this
+             * epoch puts it back: lost, even if a release has meanwhile
+             * taken the hold out of watchdog mode. Only a watchdog-mode
+             * hold is reported; any hold says RLOCK_ELOST at its unlock. */
             x->lost = true;
-            x->watchdog = false;
-            rlock__report_lost(c, h->name, h->namelen, x->tid);
+            if (x->wd_depth > 0) {
+                rlock__report_lost(c, h->name, h->namelen, x->tid);
+            }
+            x->wd_depth = 0;
         }
         if (x->count == 0 && !x->suspect && !x->pending && !x->acquiring) {
             /* Released during the round: the record waited for it (unless
@@ -222,11 +247,14 @@ static void renewal_round(rlock_client *c)
     rlock__map_each(&c->holds, collect, &s);
     pthread_mutex_unlock(&c->hold_mu);
     /* A stalled round must not keep this thread from telling holders in
-     * time: it ends by the earliest deadline of the holds it renews. */
-    int64_t deadline = sent + c->cfg.command_timeout_ms;
-    if (s.earliest >= 0 && s.earliest - margin(c) < deadline) {
-        deadline = s.earliest - margin(c) > sent ? s.earliest - margin(c) : sent + 1;
+     * time: every step of it (waiting for a pooled connection, a
+     * reconnect's connect and AUTH/SETNAME, the send, each reply) ends by
+     * the earliest report deadline of the holds it renews. */
+    int64_t hard = -1;
+    if (s.earliest >= 0) {
+        hard = s.earliest - margin(c) > sent ? s.earliest - margin(c) : sent + 1;
     }
+    int64_t deadline = rlock__min_deadline(sent + c->cfg.command_timeout_ms, hard);
 
     int8_t *res = s.n ? malloc(s.n) : NULL;
     if (res) {
@@ -234,10 +262,11 @@ static void renewal_round(rlock_client *c)
         qsort(s.v, s.n, sizeof *s.v, by_group);
         for (size_t lo = 0; lo < s.n;) {
             size_t hi = lo + 1;
-            while (hi < s.n && s.v[hi].group == s.v[lo].group) {
+            while (hi < s.n && s.v[hi].group == s.v[lo].group &&
+                   s.v[hi].script == s.v[lo].script) {
                 hi++;
             }
-            renew_group(c, s.v + lo, hi - lo, res + lo, deadline);
+            renew_group(c, s.v + lo, hi - lo, res + lo, deadline, hard);
             lo = hi;
         }
     }
@@ -265,13 +294,13 @@ static void overdue_one(rlock__map_node *node, void *arg)
     overdue *o = arg;
     rlock__hold *h = (rlock__hold *)node;
     for (rlock__holder *x = h->holders; x; x = x->next) {
-        if (!x->watchdog || x->lost || x->count == 0 || x->expires_ms < 0) {
+        if (x->wd_depth == 0 || x->lost || x->count == 0 || x->expires_ms < 0) {
             continue;
         }
         int64_t tell_at = x->expires_ms - margin(o->c);
         if (o->now >= tell_at) {
             x->lost = true;
-            x->watchdog = false;
+            x->wd_depth = 0;
             rlock__report_lost(o->c, h->name, h->namelen, x->tid);
         } else {
             o->next = rlock__min_deadline(o->next, tell_at);
@@ -288,9 +317,10 @@ static int64_t tell_overdue(rlock_client *c)
 
 /* ---- latch keys ------------------------------------------------------ */
 
-/* Deletes up to LATCH_BATCH queued latch keys with one DEL per key group.
- * Called with hold_mu held; drops it for the round trip. */
-static void flush_latches(rlock_client *c, bool all)
+/* Deletes up to LATCH_BATCH queued latch keys with one DEL per key group,
+ * by deadline_ms at the latest (a report is due then; the keys left expire
+ * by their TTL). Called with hold_mu held; drops it for the round trip. */
+static void flush_latches(rlock_client *c, bool all, int64_t deadline_ms)
 {
     size_t n = c->nlatches;
     if (!all && n > LATCH_BATCH) {
@@ -333,7 +363,9 @@ static void flush_latches(rlock_client *c, bool all)
         rlock__call call = {keys[lo], lens[lo], NULL, 0, (int)(hi - lo + 1),
                             (const char **)keys + lo - 1, lens + lo - 1};
         redisReply *r = NULL;
-        if (rlock__run(c, &call, &r, rlock__now_ms() + c->cfg.command_timeout_ms) == RLOCK_OK) {
+        int64_t until =
+            rlock__min_deadline(rlock__now_ms() + c->cfg.command_timeout_ms, deadline_ms);
+        if (rlock__now_ms() < until && rlock__run(c, &call, &r, until) == RLOCK_OK) {
             freeReplyObject(r);
         }
         keys[lo - 1] = del;
@@ -366,7 +398,8 @@ static void *watchdog_main(void *arg)
         }
         if (c->nlatches > 0 &&
             (c->nlatches >= LATCH_BATCH || now - c->latch_since_ms >= LATCH_FLUSH_MS)) {
-            flush_latches(c, false);
+            /* The flush never keeps this thread from a report it owes. */
+            flush_latches(c, false, tell);
             continue;
         }
         int64_t until = rlock__min_deadline(next_round, tell);
@@ -378,7 +411,7 @@ static void *watchdog_main(void *arg)
     /* At close, the latch keys still queued go too, so a program that
      * unlocks and exits leaves nothing behind. */
     if (c->nlatches > 0) {
-        flush_latches(c, true);
+        flush_latches(c, true, -1);
     }
     pthread_mutex_unlock(&c->hold_mu);
     return NULL;
