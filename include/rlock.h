@@ -288,7 +288,8 @@ RLOCK_API rlock_status rlock_lock_ex(rlock *l, int64_t wait_ms, int64_t lease_ms
  * request's id is kept, and this thread's next unlock of the name sends
  * that same request again and returns its outcome, so a retry releases
  * exactly one hold, never two; its next lock of the name completes it
- * first, then acquires; past 15 s a hold found gone answers RLOCK_ELOST),
+ * first, then acquires; retried after its latch can be gone, about 20 s
+ * after its first send, a hold found gone answers RLOCK_ELOST),
  * RLOCK_EPROTO, RLOCK_ECLOSED,
  * RLOCK_EINVAL, RLOCK_EAUTH, RLOCK_EPOOL. */
 RLOCK_API rlock_status rlock_unlock(rlock *l);

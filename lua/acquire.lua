@@ -13,16 +13,22 @@
 --         outcome that took nothing is remembered too)
 -- Reply: {1, n}    acquired (n = 1) or re-entered (n > 1): HINCRBY + PEXPIRE,
 --                  latch = n; or a copy of this request already did that
+--                  and the owner's field is still there
 --        {0, pttl} held by another owner (pttl -1: no TTL); nothing changed
 --        {2, 0}    the caller believed it held the lock, but its field is
---                  gone (lease ran out, force-unlocked): nothing changed
+--                  gone (lease ran out, force-unlocked): nothing changed;
+--                  or a copy of this re-entry ran and the hold is gone since
 --        {3, 0}    a copy of this request already ran and took nothing, or
---                  the request was abandoned: nothing changed
+--                  took a first hold that has expired since, or the request
+--                  was abandoned: nothing changed
 local done = redis.call('get', KEYS[2])
 if done ~= false then
     local n = tonumber(done)
-    if n ~= nil and n > 0 then
+    if n ~= nil and n > 0 and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
         return {1, n}
+    end
+    if n ~= nil and n > 0 and tonumber(ARGV[3]) > 0 then
+        return {2, 0} -- it re-entered, and the hold has been lost since
     end
     return {3, 0}
 end

@@ -221,9 +221,10 @@ Test(exact, unlock_retried_past_the_horizon_of_a_lost_hold_is_lost, .timeout = 9
     th_run(r, "SET %s notahash", name);
     th_assert_status(rlock_unlock(l), RLOCK_EREDIS); /* kept, to be sent again */
     th_run(r, "DEL %s", name);
-    /* The library's own horizon (RLOCK__LATCH_TRUST_MS), not a timing of
-     * this test: a retry later than that cannot trust the latch. */
-    th_sleep_ms(15500);
+    /* The library's own horizon, not a timing of this test: 20 s after the
+     * first send, less a command timeout (1 s here) and a second, a retry
+     * can no longer trust the latch. */
+    th_sleep_ms(18500);
     th_assert_status(rlock_unlock(l), RLOCK_ELOST);
     th_assert_status(rlock_unlock(l), RLOCK_ENOTOWNER);
     cr_assert_eq(th_exists(r, name), 0);
@@ -267,5 +268,540 @@ Test(exact, next_lock_completes_an_unanswered_unlock_first, .timeout = 60)
     rlock_free(l);
     rlock_client_free(c);
     free(owner);
+    free(name);
+}
+
+/* ---- review findings (the adversarial review's repro programs) ---------
+ * Each test below turns one repro of the review (repro/ in its worktree)
+ * into an assertion on what Redis holds and what the callers are told. */
+
+#include <stdatomic.h>
+
+/* A client on port with the timings a test sets (0: the default), the
+ * subscribe timeout short, and an optional on_lock_lost. */
+static rlock_client *client_with(int port, int pool, int64_t command_ms, int64_t retry_ms,
+                                 int64_t watchdog_ms,
+                                 void (*lost)(const char *, uint64_t, void *), void *lost_arg)
+{
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
+    rlock_config cfg;
+    rlock_config_init(&cfg);
+    cfg.url = url;
+    cfg.pool_size = pool;
+    cfg.command_timeout_ms = command_ms;
+    cfg.retry_timeout_ms = retry_ms;
+    cfg.watchdog_timeout_ms = watchdog_ms;
+    cfg.subscribe_timeout_ms = 300;
+    cfg.on_lock_lost = lost;
+    cfg.on_lock_lost_arg = lost_arg;
+    return th_client_cfg(&cfg);
+}
+
+/* One lock and unlock of another name: the scripts are cached and the
+ * pool's connection is made, so a fault armed next meets the request the
+ * test means and not a SCRIPT LOAD or a handshake. */
+static void warm_up(rlock_client *c)
+{
+    char *name = th_name("warm");
+    rlock *w;
+    th_ok(rlock_new(c, name, &w));
+    th_ok(rlock_lock(w, 60000));
+    th_ok(rlock_unlock(w));
+    rlock_free(w);
+    free(name);
+}
+
+/* The status of a call that may not have returned yet (-1). */
+static const char *st_name(int st)
+{
+    return st < 0 ? "(no answer yet)" : rlock_status_name((rlock_status)st);
+}
+
+/* When on_lock_lost was first called, in ms since t0 (-1: not yet). */
+typedef struct lost_clock {
+    int64_t t0;
+    atomic_llong at;
+    atomic_int calls;
+} lost_clock;
+
+static void lost_clock_cb(const char *name, uint64_t tid, void *arg)
+{
+    (void)name;
+    (void)tid;
+    lost_clock *lc = arg;
+    long long none = -1;
+    atomic_compare_exchange_strong(&lc->at, &none, (long long)(th_now_ms() - lc->t0));
+    atomic_fetch_add(&lc->calls, 1);
+}
+
+/* A try_lock on its own thread: its thread id, its status (-1 until it
+ * returns) and when it returned, in ms since t0. With hold_until_told it
+ * mutes px right after an RLOCK_OK and stays alive (a thread's exit is
+ * itself reported as a loss) until stay is cleared. */
+typedef struct bg_try {
+    rlock *l;
+    int64_t wait_ms, lease_ms, t0;
+    tp_proxy *mute_after;
+    atomic_ullong tid;
+    atomic_int st;
+    atomic_llong at;
+    atomic_bool stay;
+    pthread_t th;
+} bg_try;
+
+static void *bg_try_main(void *arg)
+{
+    bg_try *b = arg;
+    atomic_store(&b->tid, rlock_thread_id());
+    rlock_status st = rlock_try_lock(b->l, b->wait_ms, b->lease_ms);
+    atomic_store(&b->at, (long long)(th_now_ms() - b->t0));
+    if (b->mute_after && st == RLOCK_OK) {
+        tp_mute(b->mute_after, true); /* no renewal gets through any more */
+    }
+    atomic_store(&b->st, (int)st);
+    while (atomic_load(&b->stay)) {
+        th_sleep_ms(5);
+    }
+    return NULL;
+}
+
+static void bg_try_start(bg_try *b, rlock *l, int64_t wait_ms, int64_t lease_ms, int64_t t0)
+{
+    b->l = l;
+    b->wait_ms = wait_ms;
+    b->lease_ms = lease_ms;
+    b->t0 = t0;
+    atomic_init(&b->tid, 0);
+    atomic_init(&b->st, -1);
+    atomic_init(&b->at, -1);
+    cr_assert_eq(pthread_create(&b->th, NULL, bg_try_main, b), 0);
+}
+
+/* Review: an acquire whose reply was lost is sent again; the copy that
+ * ran took the lock with an explicit 1 s lease, which then ran out, and
+ * another client took the lock. The resend must not be answered "taken"
+ * from the acquire latch: the caller would be told RLOCK_OK for a hold
+ * that Redis no longer has, while another client holds the lock. */
+Test(exact, resend_after_the_hold_expired_is_not_taken, .timeout = 90)
+{
+    redisContext *r = th_redis(0);
+    tp_proxy *px = tp_new(th_port());
+    cr_assert(px && tp_start(px) == 0);
+    rlock_client *ca = client_with(tp_port(px), 0, 500, 20000, 0, NULL, NULL);
+    rlock_client *cb = client_with(th_port(), 0, 500, 0, 0, NULL, NULL);
+    char *name = th_name("expiredresend");
+    rlock *la, *lb;
+    th_ok(rlock_new(ca, name, &la));
+    th_ok(rlock_new(cb, name, &lb));
+    warm_up(ca);
+    char *b_owner = th_owner(cb, rlock_thread_id());
+
+    /* A's first acquire runs in Redis, its answer never comes (held back
+     * a minute), and the link goes half-dead as soon as the copy has run:
+     * the resend, a command timeout later, gets no answer either. (The
+     * repro cut the reply with tp_cut_next() and then muted; the client
+     * resends at once after a cut, which often beat the mute.) */
+    tp_delay(px, TP_REPLIES, 300, 60000);
+    bg_try a = {.mute_after = NULL};
+    atomic_init(&a.stay, false);
+    bg_try_start(&a, la, 20000, 1000, th_now_ms());
+    th_wait_exists(r, name, 1, 2000);
+    tp_mute(px, true);
+    cr_assert_eq(atomic_load(&a.st), -1,
+                 "setup: A's resend got through before the link was muted (A told %s)",
+                 st_name(atomic_load(&a.st)));
+    char *a_owner = th_owner(ca, atomic_load(&a.tid));
+    long long a_count = th_hget_int(r, name, a_owner);
+    long long a_pttl = th_pttl(r, name);
+    cr_log_info("A's first copy ran: A's count %lld, PTTL %lld", a_count, a_pttl);
+
+    /* A's explicit lease runs out in Redis; B takes the lock. */
+    th_wait_exists(r, name, 0, 3000);
+    th_ok(rlock_try_lock(lb, 0, 30000));
+    int64_t b_at = th_now_ms() - a.t0;
+    cr_assert_eq(th_hget_int(r, name, b_owner), 1);
+
+    /* The link comes back: A's call sends its request again. */
+    tp_mute(px, false);
+    TH_POLL(atomic_load(&a.st) >= 0, 3000);
+    int ast = atomic_load(&a.st);
+    cr_assert(ast != RLOCK_OK,
+              "A was told %s at %lld ms while B has held the lock since %lld ms "
+              "(Redis: %lld owner field(s), B's count %lld, A's count %lld)",
+              st_name(ast), (long long)atomic_load(&a.at), (long long)b_at, th_hlen(r, name),
+              th_hget_int(r, name, b_owner), th_hget_int(r, name, a_owner));
+    cr_log_info("A while B holds: %s", st_name(ast));
+    cr_assert_eq(th_hlen(r, name), 1, "Redis holds %lld owner fields while B holds the lock",
+                 th_hlen(r, name));
+    cr_assert_eq(th_hget_int(r, name, b_owner), 1);
+    cr_assert_eq(th_hget_int(r, name, a_owner), 0);
+
+    /* B lets go: A may now get the lock, as the only owner. */
+    th_ok(rlock_unlock(lb));
+    pthread_join(a.th, NULL);
+    ast = atomic_load(&a.st);
+    cr_log_info("A finally: %s at %lld ms", st_name(ast), (long long)atomic_load(&a.at));
+    if (ast == RLOCK_OK) {
+        cr_assert(th_hlen(r, name) <= 1, "two owner fields after A took the lock");
+        cr_assert_eq(th_hget_int(r, name, b_owner), 0);
+    }
+    redisFree(r);
+    rlock_free(la);
+    rlock_free(lb);
+    rlock_client_free(ca);
+    rlock_client_free(cb);
+    tp_free(px);
+    free(a_owner);
+    free(b_owner);
+    free(name);
+}
+
+/* Review: the first copy of an acquire runs at once (its TTL counts from
+ * then), its reply is held back, and the call's resend is answered from
+ * the acquire latch. The hold's deadline must count from the first copy,
+ * not from the resend: with the link then half-dead (no renewal gets
+ * through), on_lock_lost must come before Redis expires the key and
+ * another client can take the lock. */
+Test(exact, resend_deadline_counts_from_the_first_copy, .timeout = 60)
+{
+    redisContext *r = th_redis(0);
+    tp_proxy *px = tp_new(th_port());
+    cr_assert(px && tp_start(px) == 0);
+    lost_clock lc;
+    atomic_init(&lc.at, -1);
+    atomic_init(&lc.calls, 0);
+    rlock_client *ca = client_with(tp_port(px), 0, 600, 20000, 1000, lost_clock_cb, &lc);
+    rlock_client *cb = client_with(th_port(), 0, 500, 0, 0, NULL, NULL);
+    char *name = th_name("resenddeadline");
+    rlock *la, *lb;
+    th_ok(rlock_new(ca, name, &la));
+    th_ok(rlock_new(cb, name, &lb));
+    warm_up(ca);
+    char *b_owner = th_owner(cb, rlock_thread_id());
+
+    /* Replies read in the next 300 ms come 5 s late: the first acquire runs
+     * at once (TTL 1000 ms from then), the call times out after 600 ms and
+     * resends the same request, which is answered. */
+    tp_delay(px, TP_REPLIES, 300, 5000);
+    bg_try a = {.mute_after = px};
+    atomic_init(&a.stay, true);
+    lc.t0 = th_now_ms();
+    bg_try_start(&a, la, 20000, RLOCK_WATCHDOG, lc.t0);
+    th_wait_exists(r, name, 1, 2000); /* the first copy ran */
+    int64_t first_ran = th_now_ms() - lc.t0;
+
+    int64_t b_at = -1;
+    int64_t end = th_now_ms() + th_ms(4000);
+    while (th_now_ms() < end && (b_at < 0 || atomic_load(&lc.at) < 0)) {
+        if (b_at < 0 && rlock_try_lock(lb, 0, 30000) == RLOCK_OK) {
+            b_at = th_now_ms() - lc.t0;
+        }
+        th_sleep_ms(5);
+    }
+    int ast = atomic_load(&a.st);
+    long long lost_at = atomic_load(&lc.at);
+    cr_log_info("first copy ran by %lld ms; A told %s at %lld ms; B acquired at %lld ms; "
+                "on_lock_lost at %lld ms",
+                (long long)first_ran, st_name(ast), (long long)atomic_load(&a.at),
+                (long long)b_at, lost_at);
+    cr_assert_eq(ast, RLOCK_OK, "setup: A's acquire answered %s, expected RLOCK_OK",
+                 st_name(ast));
+    cr_assert(b_at >= 0, "setup: B never acquired (Redis: B's count %lld, PTTL %lld)",
+              th_hget_int(r, name, b_owner), th_pttl(r, name));
+    cr_assert_eq(th_hget_int(r, name, b_owner), 1);
+    cr_assert(lost_at >= 0 && lost_at <= b_at,
+              "B acquired at %lld ms, but A's on_lock_lost came at %lld ms (-1: not at all); "
+              "A was told %s at %lld ms",
+              (long long)b_at, lost_at, st_name(ast), (long long)atomic_load(&a.at));
+
+    atomic_store(&a.stay, false);
+    pthread_join(a.th, NULL);
+    th_ok(rlock_unlock(lb));
+    redisFree(r);
+    rlock_free(la);
+    rlock_free(lb);
+    rlock_client_free(ca);
+    rlock_client_free(cb);
+    tp_free(px);
+    free(b_owner);
+    free(name);
+}
+
+/* Review: a nested unlock whose reply never comes (command_timeout_ms 8 s,
+ * so the call itself returns about 16 s after the request ran) and that is
+ * retried after the unlock latch's 20 s TTL must not run a second time:
+ * that would release the outer hold too, and the thread, told RLOCK_OK,
+ * would go on believing it holds one level while another client gets in.
+ * About 22 s: the latch's TTL is the library's, not a test timing. */
+Test(exact, retried_nested_unlock_after_a_long_timeout_releases_one_hold, .timeout = 120)
+{
+    redisContext *r = th_redis(0);
+    tp_proxy *px = tp_new(th_port());
+    cr_assert(px && tp_start(px) == 0);
+    rlock_client *ca = client_with(tp_port(px), 0, 8000, 0, 0, NULL, NULL);
+    rlock_client *cb = client_with(th_port(), 0, 500, 0, 0, NULL, NULL);
+    char *name = th_name("unlockhorizon");
+    rlock *la, *lb;
+    th_ok(rlock_new(ca, name, &la));
+    th_ok(rlock_new(cb, name, &lb));
+    char *owner = th_owner(ca, rlock_thread_id());
+    th_ok(rlock_lock(la, 60000));
+    th_ok(rlock_lock(la, 60000));
+    long long before = th_hget_int(r, name, owner);
+    cr_assert_eq(before, 2);
+
+    int64_t t0 = th_now_ms();
+    tp_delay(px, TP_REPLIES, 8500, 60000); /* the unlock runs; no reply in time */
+    rlock_status u1 = rlock_unlock(la);
+    cr_log_info("unlock #1 (inner): %s after %lld ms", rlock_status_name(u1),
+                (long long)(th_now_ms() - t0));
+    cr_assert(u1 != RLOCK_OK, "setup: the first unlock was answered (%s)",
+              rlock_status_name(u1));
+    cr_assert_eq(th_hget_int(r, name, owner), before - 1, "setup: the first unlock did not run");
+    /* Past the unlock latch's TTL (RLOCK__LATCH_TTL_MS, 20 s from when the
+     * request ran): the library's constant, so not scaled. */
+    while (th_now_ms() - t0 < 21000) {
+        th_sleep_ms(100);
+    }
+    rlock_status u1b = rlock_unlock(la); /* the documented retry of that unlock */
+    long long after = th_hget_int(r, name, owner);
+    cr_log_info("unlock #1 retried: %s; Redis count %lld (was %lld), key exists %lld",
+                rlock_status_name(u1b), after, before, th_exists(r, name));
+    cr_assert_eq(after, before - 1,
+                 "the retried inner unlock (told %s) left %lld hold(s) in Redis; one unlock of "
+                 "%lld holds must leave %lld (key exists: %lld)",
+                 rlock_status_name(u1b), after, before, before - 1, th_exists(r, name));
+    cr_assert_eq(th_exists(r, name), 1);
+    th_assert_status(rlock_try_lock(lb, 0, 30000), RLOCK_EBUSY);
+    th_ok(rlock_unlock(la));
+    cr_assert_eq(th_exists(r, name), 0, "two locks, two unlocks: the key is still there");
+    redisFree(r);
+    rlock_free(la);
+    rlock_free(lb);
+    rlock_client_free(ca);
+    rlock_client_free(cb);
+    tp_free(px);
+    free(owner);
+    free(name);
+}
+
+/* Review: an acquire that ran at once but whose every reply came too late
+ * (resent until retry_timeout_ms, 19 s, ran out) is in doubt; freeing the
+ * client settles it. Past the acquire latch's 20 s TTL (from when the
+ * request ran) the latch no longer answers, and the abandon read "took
+ * nothing": the hold stayed, for its whole 120 s lease, with nobody
+ * knowing of it. Required: no hold nobody knows of survives
+ * rlock_client_free() (rlock.h: "an acquire whose reply never came but
+ * that ran is released"). About 22 s: the latch TTL is the library's. */
+Test(exact, abandon_after_a_long_retry_releases_the_hold_that_ran, .timeout = 120)
+{
+    redisContext *r = th_redis(0);
+    tp_proxy *px = tp_new(th_port());
+    cr_assert(px && tp_start(px) == 0);
+    rlock_client *ca = client_with(tp_port(px), 0, 1000, 19000, 0, NULL, NULL);
+    char *name = th_name("abandonhorizon");
+    rlock *la;
+    th_ok(rlock_new(ca, name, &la));
+    char *owner = th_owner(ca, rlock_thread_id());
+    warm_up(ca); /* a NOSCRIPT held back would keep the acquire from running */
+
+    int64_t t0 = th_now_ms();
+    /* Every reply for 19.5 s comes a minute late: the acquire runs at once,
+     * the caller never hears of it and resends until retry_timeout_ms. */
+    tp_delay(px, TP_REPLIES, 19500, 60000);
+    rlock_status s = rlock_try_lock(la, 25000, 120000);
+    cr_log_info("try_lock: %s after %lld ms; Redis count %lld, PTTL %lld", rlock_status_name(s),
+                (long long)(th_now_ms() - t0), th_hget_int(r, name, owner), th_pttl(r, name));
+    cr_assert(s != RLOCK_OK, "setup: the acquire was answered (%s)", rlock_status_name(s));
+    cr_assert_eq(th_hget_int(r, name, owner), 1, "setup: the acquire never ran");
+    /* Past the acquire latch's TTL (20 s from when the request ran): the
+     * library's constant, so not scaled. */
+    while (th_now_ms() - t0 < 21000) {
+        th_sleep_ms(100);
+    }
+    rlock_free(la);
+    rlock_client_free(ca); /* settles the acquire in doubt */
+    cr_assert_eq(th_exists(r, name), 0,
+                 "rlock_client_free left the hold the unanswered acquire took: count %lld, "
+                 "PTTL %lld (the caller was told %s)",
+                 th_hget_int(r, name, owner), th_pttl(r, name), rlock_status_name(s));
+    redisFree(r);
+    tp_free(px);
+    free(owner);
+    free(name);
+}
+
+/* Review: a re-entry with a short explicit lease (200 ms) under a
+ * watchdog hold gets no reply (RLOCK_ETIMEDOUT), but it ran and set the
+ * key's TTL to 200 ms. The holder must hear of the loss (on_lock_lost, or
+ * RLOCK_ELOST from that call) no later than another client can take the
+ * lock; the registry kept the watchdog's deadline and told it only at the
+ * next renewal round, seconds after the other client got in. */
+Test(exact, unanswered_short_reentry_reports_before_another_owner_gets_in, .timeout = 60)
+{
+    redisContext *r = th_redis(0);
+    tp_proxy *px = tp_new(th_port());
+    cr_assert(px && tp_start(px) == 0);
+    lost_clock lc;
+    atomic_init(&lc.at, -1);
+    atomic_init(&lc.calls, 0);
+    rlock_client *ca = client_with(tp_port(px), 0, 400, 0, 9000, lost_clock_cb, &lc);
+    rlock_client *cb = client_with(th_port(), 0, 500, 0, 0, NULL, NULL);
+    char *name = th_name("shortreentry");
+    rlock *la, *lb;
+    th_ok(rlock_new(ca, name, &la));
+    th_ok(rlock_new(cb, name, &lb));
+    char *a_owner = th_owner(ca, rlock_thread_id());
+    char *b_owner = th_owner(cb, rlock_thread_id());
+    th_ok(rlock_lock(la, RLOCK_WATCHDOG));
+    th_wait_renewal(r, name, 4000); /* just after a renewal round (every 3 s) */
+
+    lc.t0 = th_now_ms();
+    tp_delay(px, TP_REPLIES, 450, 20000);
+    rlock_status s = rlock_try_lock(la, 0, 200); /* re-entry, lease 200 ms */
+    int64_t s_at = th_now_ms() - lc.t0;
+    cr_log_info("re-entry (lease 200 ms, reply held back): %s at %lld ms; A's count %lld, "
+                "PTTL %lld",
+                rlock_status_name(s), (long long)s_at, th_hget_int(r, name, a_owner),
+                th_pttl(r, name));
+    cr_assert(s != RLOCK_OK, "setup: the re-entry was answered (%s)", rlock_status_name(s));
+
+    int64_t b_at = -1;
+    int64_t end = th_now_ms() + th_ms(6000);
+    while (th_now_ms() < end && (b_at < 0 || atomic_load(&lc.at) < 0)) {
+        if (b_at < 0 && rlock_try_lock(lb, 0, 30000) == RLOCK_OK) {
+            b_at = th_now_ms() - lc.t0;
+        }
+        th_sleep_ms(5);
+    }
+    long long told_at = atomic_load(&lc.at);
+    if (s == RLOCK_ELOST && (told_at < 0 || told_at > s_at)) {
+        told_at = s_at; /* the call itself said so */
+    }
+    cr_log_info("B acquired at %lld ms; on_lock_lost at %lld ms", (long long)b_at,
+                (long long)atomic_load(&lc.at));
+    if (b_at >= 0) {
+        cr_assert_eq(th_hget_int(r, name, b_owner), 1);
+        cr_assert_eq(th_hget_int(r, name, a_owner), 0);
+    }
+    cr_assert(b_at < 0 || (told_at >= 0 && told_at <= b_at),
+              "B acquired at %lld ms; A was told at %lld ms (-1: not at all; the re-entry "
+              "answered %s at %lld ms)",
+              (long long)b_at, told_at, rlock_status_name(s), (long long)s_at);
+    if (b_at >= 0) {
+        th_ok(rlock_unlock(lb));
+    }
+    redisFree(r);
+    rlock_free(la);
+    rlock_free(lb);
+    rlock_client_free(ca);
+    rlock_client_free(cb);
+    tp_free(px);
+    free(a_owner);
+    free(b_owner);
+    free(name);
+}
+
+/* Keeps a pool of one busy: calls rlock_is_locked() over a muted link
+ * again and again (each call holds the connection for a command timeout,
+ * then comes straight back for it) until told to stop. */
+typedef struct pool_hog {
+    rlock *l;
+    atomic_bool run;
+    atomic_int calls;
+    pthread_t th;
+} pool_hog;
+
+static void *pool_hog_main(void *arg)
+{
+    pool_hog *h = arg;
+    while (atomic_load(&h->run)) {
+        bool locked;
+        atomic_fetch_add(&h->calls, 1);
+        (void)rlock_is_locked(h->l, &locked);
+    }
+    return NULL;
+}
+
+/* Review (read-only finding): an unlock that fails with RLOCK_EPOOL never
+ * left the pool, so Redis still counts the hold, and a watchdog hold must
+ * go on being renewed. Counting it as an unanswered unlock stops the
+ * renewals of a last hold, and the lock then runs out under a thread
+ * that still holds it. Pool of one; another thread keeps the only
+ * connection busy on a half-dead link. Which thread gets the connection
+ * when it comes back is the scheduler's choice, so a round whose unlock
+ * got another status (it then went out) is left and tried again on a new
+ * name. */
+Test(exact, unlock_that_never_left_the_pool_keeps_renewing, .timeout = 120)
+{
+    redisContext *r = th_redis(0);
+    tp_proxy *px = tp_new(th_port());
+    cr_assert(px && tp_start(px) == 0);
+    const int64_t cmd_ms = 500, wd_ms = 9000;
+    rlock_client *ca = client_with(tp_port(px), 1, cmd_ms, 0, wd_ms, NULL, NULL);
+    char *other = th_name("poolhog");
+    pool_hog hog;
+    th_ok(rlock_new(ca, other, &hog.l));
+    warm_up(ca);
+    char *owner = th_owner(ca, rlock_thread_id());
+
+    char *name = NULL;
+    rlock *l = NULL;
+    rlock_status u = RLOCK_OK;
+    for (int round = 0; round < 8; round++) {
+        free(name);
+        rlock_free(l);
+        name = th_name("epoolunlock");
+        th_ok(rlock_new(ca, name, &l));
+        th_ok(rlock_lock(l, RLOCK_WATCHDOG));
+        cr_assert_eq(th_hget_int(r, name, owner), 1);
+        tp_mute(px, true);
+        atomic_init(&hog.run, true);
+        atomic_init(&hog.calls, 0);
+        cr_assert_eq(pthread_create(&hog.th, NULL, pool_hog_main, &hog), 0);
+        cr_assert(TH_POLL(atomic_load(&hog.calls) > 0, 2000));
+        /* Half-way through the hog's first call: the unlock waits for the
+         * pool, and the hog takes the connection back before it. */
+        th_sleep_ms(cmd_ms / 2);
+        u = rlock_unlock(l);
+        atomic_store(&hog.run, false);
+        pthread_join(hog.th, NULL);
+        tp_mute(px, false);
+        cr_log_info("round %d: unlock %s", round, rlock_status_name(u));
+        if (u == RLOCK_EPOOL) {
+            break;
+        }
+        if (u == RLOCK_OK) {
+            cr_assert_eq(th_exists(r, name), 0);
+        }
+    }
+    cr_assert_eq(u, RLOCK_EPOOL, "setup: no unlock found the pool busy (last: %s)",
+                 rlock_status_name(u));
+
+    /* The request never left: the hold is as it was, in Redis and here. */
+    cr_assert_eq(th_hget_int(r, name, owner), 1, "an unlock that never left changed the count");
+    /* And the watchdog keeps renewing it: the PTTL rises within a round
+     * (every wd_ms / 3) plus a command timeout. */
+    long long last = th_pttl(r, name), now = last;
+    bool renewed =
+        TH_POLL((now = th_pttl(r, name)) > last || ((last = now), false), wd_ms / 3 + 2000);
+    cr_assert(renewed,
+              "no renewal of the hold after its unlock failed with %s: PTTL %lld and falling "
+              "(count in Redis %lld)",
+              rlock_status_name(u), now, th_hget_int(r, name, owner));
+    /* The pool is back by now (a renewal went through). */
+    int64_t n = 0;
+    th_ok(rlock_hold_count(l, &n));
+    cr_assert_eq(n, 1);
+    th_ok(rlock_unlock(l));
+    cr_assert_eq(th_exists(r, name), 0);
+    redisFree(r);
+    rlock_free(l);
+    rlock_free(hog.l);
+    rlock_client_free(ca);
+    tp_free(px);
+    free(owner);
+    free(other);
     free(name);
 }

@@ -275,3 +275,16 @@ rlock_status rlock__config_fill(rlock_config *cfg)
     }
     return RLOCK_OK;
 }
+
+int64_t rlock__acquire_latch_ttl(const rlock_client *c)
+{
+    /* A day at most: the key lives that long only when its request never
+     * got an answer. */
+    int64_t ttl = RLOCK__LATCH_TTL_MS + c->cfg.retry_timeout_ms + c->cfg.command_timeout_ms;
+    return ttl < 86400000 ? ttl : 86400000;
+}
+
+bool rlock__latch_trusted(const rlock_client *c, int64_t first_sent_ms, int64_t ttl_ms)
+{
+    return rlock__now_ms() + c->cfg.command_timeout_ms + 1000 < first_sent_ms + ttl_ms;
+}

@@ -24,14 +24,21 @@ struct rlock_client;
 #define RLOCK__DEFAULT_BATCH 100
 #define RLOCK__DEFAULT_SUBSCRIBE_MS 7500
 #define RLOCK__DEFAULT_RETRY_MS 30000
-/* Redisson's latch TTL is 16-20 s with its defaults; a fixed 20 s covers our
- * own retries (spec 0.3). */
+/* The unlock latch's TTL: Redisson's is 16-20 s with its defaults; a fixed
+ * 20 s covers our own retries (spec 0.3). */
 #define RLOCK__LATCH_TTL_MS 20000
-/* An unanswered unlock is resent with its own request id only while its
- * latch can still be there; later, the hold count in Redis decides. */
-#define RLOCK__LATCH_TRUST_MS 15000
 
 /* ---- time (time.c) --------------------------------------------------- */
+
+/* The acquire latch's TTL: every resend of one request (for up to
+ * retry_timeout_ms) and the settling after must find it. */
+int64_t rlock__acquire_latch_ttl(const struct rlock_client *c);
+/* Whether a request first sent at first_sent_ms, whose latch lives ttl_ms
+ * from when it ran (no earlier than its send), can still be answered
+ * exactly by sending it again now: the copy sent now must reach Redis
+ * (within command_timeout_ms, plus a second) before that latch can be
+ * gone. Later, only hold counts can tell. */
+bool rlock__latch_trusted(const struct rlock_client *c, int64_t first_sent_ms, int64_t ttl_ms);
 
 /* CLOCK_MONOTONIC in ms: never jumps with wall-clock changes. */
 int64_t rlock__now_ms(void);
@@ -159,10 +166,9 @@ typedef struct rlock__holder {
                            it with suspect_rid (empty: compare hold counts) */
     bool pending;       /* an unlock got no reply: resend pending_rid */
     bool acquiring;     /* its thread is between prepare and the outcome */
-    int64_t pending_since;
     int64_t pending_sent_ms; /* first send of the unanswered unlock */
     char pending_rid[33];
-    int64_t suspect_since;
+    int64_t suspect_sent_ms; /* first send of the unanswered acquire */
     char suspect_rid[33];
 } rlock__holder;
 
@@ -189,9 +195,9 @@ typedef struct rlock__hold_view {
     bool lost, suspect, pending, in_round;
     bool ends_watchdog; /* a partial unlock now releases the watchdog-mode
                            level: the hold leaves watchdog mode */
-    int64_t pending_since;
+    int64_t pending_sent_ms;
     char pending_rid[33];
-    int64_t suspect_since;
+    int64_t suspect_sent_ms;
     char suspect_rid[33];
 } rlock__hold_view;
 
@@ -222,16 +228,24 @@ void rlock__hold_ttl_set(struct rlock_client *c, const char *name, size_t len, u
  * that Redis ran last; for requests in flight together, the earlier of
  * what each would give. */
 void rlock__holder_told(rlock__holder *x, int64_t sent_ms, int64_t ttl_ms);
+/* A request about to be sent at sent_ms may set the key's TTL to ttl_ms (a
+ * re-entry, a partial unlock): until its answer says what Redis did, the
+ * deadline comes no later than that, so a report is never late for it. */
+void rlock__hold_ttl_may(struct rlock_client *c, const char *name, size_t len, uint64_t tid,
+                         int64_t sent_ms, int64_t ttl_ms);
 /* Redis no longer has this thread's hold: stop renewing, report RLOCK_ELOST
  * at its next unlock. */
 void rlock__hold_mark_lost(struct rlock_client *c, const char *name, size_t len, uint64_t tid);
 /* Records (rid != NULL: "" when only the hold counts can tell) or clears
- * an acquire that got no answer. */
+ * an acquire that got no answer, first sent at sent_ms with lease ttl_ms:
+ * it may have run (or still run) and set the key's TTL, so a held hold's
+ * deadline comes no later than sent_ms + ttl_ms. */
 void rlock__hold_set_suspect(struct rlock_client *c, const char *name, size_t len, uint64_t tid,
-                             const char *rid);
+                             const char *rid, int64_t sent_ms, int64_t ttl_ms);
 /* Keeps (rid != NULL, first sent at sent_ms) or clears the id of an
  * unanswered unlock; a last hold whose unlock went unanswered is no longer
- * renewed. */
+ * renewed, and an inner one's deadline comes no later than what the
+ * unlock, if it ran, set. */
 void rlock__hold_set_pending(struct rlock_client *c, const char *name, size_t len, uint64_t tid,
                              const char *rid, int64_t sent_ms);
 /* Ends an acquire that took nothing, and drops the record if nothing is

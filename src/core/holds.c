@@ -287,9 +287,9 @@ void rlock__hold_view_of(rlock_client *c, const char *name, size_t len, uint64_t
         v->pending = x->pending;
         v->in_round = x->in_round;
         v->ends_watchdog = x->count > 1 && x->wd_depth == x->count;
-        v->pending_since = x->pending_since;
+        v->pending_sent_ms = x->pending_sent_ms;
         memcpy(v->pending_rid, x->pending_rid, sizeof v->pending_rid);
-        v->suspect_since = x->suspect_since;
+        v->suspect_sent_ms = x->suspect_sent_ms;
         memcpy(v->suspect_rid, x->suspect_rid, sizeof v->suspect_rid);
     }
     v->lease_ms = x ? ttl_below(c, x, x->count - 1) : c->cfg.watchdog_timeout_ms;
@@ -386,8 +386,31 @@ void rlock__hold_mark_lost(rlock_client *c, const char *name, size_t len, uint64
     pthread_mutex_unlock(&c->hold_mu);
 }
 
+/* A request that may have run (or may still run) set the key's TTL to
+ * ttl_ms no earlier than sent_ms: the deadline comes no later than that. */
+static void may_have_told(rlock_client *c, rlock__holder *x, int64_t sent_ms, int64_t ttl_ms)
+{
+    if (x->count > 0 && !x->lost && x->expires_ms >= 0 && sent_ms + ttl_ms < x->expires_ms) {
+        x->expires_ms = sent_ms + ttl_ms;
+        if (x->wd_depth > 0) {
+            pthread_cond_signal(&c->wd_cv); /* the report is nearer */
+        }
+    }
+}
+
+void rlock__hold_ttl_may(rlock_client *c, const char *name, size_t len, uint64_t tid,
+                         int64_t sent_ms, int64_t ttl_ms)
+{
+    pthread_mutex_lock(&c->hold_mu);
+    rlock__holder *x = find(c, name, len, tid);
+    if (x) {
+        may_have_told(c, x, sent_ms, ttl_ms);
+    }
+    pthread_mutex_unlock(&c->hold_mu);
+}
+
 void rlock__hold_set_suspect(rlock_client *c, const char *name, size_t len, uint64_t tid,
-                             const char *rid)
+                             const char *rid, int64_t sent_ms, int64_t ttl_ms)
 {
     pthread_mutex_lock(&c->hold_mu);
     rlock__hold *h = find_hold(c, name, len);
@@ -395,8 +418,11 @@ void rlock__hold_set_suspect(rlock_client *c, const char *name, size_t len, uint
     if (x) {
         x->suspect = rid != NULL;
         if (rid) {
-            x->suspect_since = rlock__now_ms();
+            x->suspect_sent_ms = sent_ms;
             snprintf(x->suspect_rid, sizeof x->suspect_rid, "%s", rid);
+            if (rid[0]) {
+                may_have_told(c, x, sent_ms, ttl_ms);
+            }
         }
         tidy(c, h, x);
     }
@@ -412,15 +438,17 @@ void rlock__hold_set_pending(rlock_client *c, const char *name, size_t len, uint
     if (x) {
         if (rid) {
             if (!x->pending || strcmp(x->pending_rid, rid) != 0) {
-                x->pending_since = rlock__now_ms();
                 x->pending_sent_ms = sent_ms;
             }
             x->pending = true;
             memcpy(x->pending_rid, rid, 33);
             /* The caller meant to let go of its last hold: whatever the
-             * unanswered unlock did, the watchdog must not keep it. */
+             * unanswered unlock did, the watchdog must not keep it. An
+             * inner one may have run and set the TTL of the levels left. */
             if (x->count <= 1) {
                 x->wd_depth = 0;
+            } else {
+                may_have_told(c, x, x->pending_sent_ms, ttl_below(c, x, x->count - 1));
             }
         } else {
             x->pending = false;

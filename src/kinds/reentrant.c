@@ -118,10 +118,10 @@ static rlock_status attempt(rlock *l, const char *owner, int64_t lease_ms, int64
     if (!latch) {
         return rlock__fail(RLOCK_ENOMEM, "out of memory for a latch key");
     }
-    char lease[24], have[24], latch_ttl[16];
+    char lease[24], have[24], latch_ttl[24];
     snprintf(lease, sizeof lease, "%lld", (long long)lease_ms);
     snprintf(have, sizeof have, "%lld", (long long)held);
-    snprintf(latch_ttl, sizeof latch_ttl, "%d", RLOCK__LATCH_TTL_MS);
+    snprintf(latch_ttl, sizeof latch_ttl, "%lld", (long long)rlock__acquire_latch_ttl(l->c));
     const char *args[7] = {l->name, latch, lease, owner, have, latch_ttl, resend ? "1" : "0"};
     size_t lens[7] = {l->namelen,   latchlen,          strlen(lease), strlen(owner),
                       strlen(have), strlen(latch_ttl), 1};
@@ -144,9 +144,9 @@ static rlock_status abandon(rlock *l, const char *owner, const char *rid, int64_
     if (!latch) {
         return rlock__fail(RLOCK_ENOMEM, "out of memory for a latch key");
     }
-    char lease[24], latch_ttl[16];
+    char lease[24], latch_ttl[24];
     snprintf(lease, sizeof lease, "%lld", (long long)lease_ms);
-    snprintf(latch_ttl, sizeof latch_ttl, "%d", RLOCK__LATCH_TTL_MS);
+    snprintf(latch_ttl, sizeof latch_ttl, "%lld", (long long)rlock__acquire_latch_ttl(l->c));
     const char *args[8] = {l->name, l->channel, latch, owner, latch_ttl, lease, "0", "publish"};
     size_t lens[8] = {l->namelen,        l->chanlen,    latchlen, strlen(owner),
                       strlen(latch_ttl), strlen(lease), 1,        7};

@@ -98,6 +98,8 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
     char rid[33];
     rlock__request_id(rid);
     bool resend = false;
+    int64_t first_sent = -1; /* of the current request id */
+    int64_t latch_ttl = rlock__acquire_latch_ttl(c);
     /* A call that does not wait still retries a lost reply (or a request
      * that never left: a reconnect's handshake timed out) for one command
      * timeout; one that waits, for retry_timeout_ms within its wait. */
@@ -111,9 +113,18 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
         if (!skip) {
             rlock__attempt a;
             int64_t sent = rlock__now_ms();
+            if (!resend) {
+                first_sent = sent;
+                if (held > 0) {
+                    /* A re-entry sets the TTL to its lease if it runs. */
+                    rlock__hold_ttl_may(c, l->name, l->namelen, tid, sent, lease);
+                }
+            }
             st = k->attempt(l, owner, lease, held, rid, resend, &a, sent + cmd_ms);
             if (st == RLOCK_OK && a.what == RLOCK__TAKEN) {
-                rlock__hold_acquired(c, l->name, l->namelen, tid, lease_ms, sent, k->renew);
+                /* The TTL was set by whichever copy ran: no earlier than
+                 * the first send. */
+                rlock__hold_acquired(c, l->name, l->namelen, tid, lease_ms, first_sent, k->renew);
                 if (!resend) {
                     queue_acquire_latch(l, rid);
                 }
@@ -122,7 +133,7 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
                     /* Redis counts other than we do: an acquire of ours ran
                      * beyond the latch's horizon. The next call compares
                      * the counts and gives the surplus back. */
-                    rlock__hold_set_suspect(c, l->name, l->namelen, tid, "");
+                    rlock__hold_set_suspect(c, l->name, l->namelen, tid, "", sent, lease);
                 }
                 break;
             }
@@ -158,7 +169,7 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
                 if (io_since < 0) {
                     io_since = sent;
                 }
-                if (now - io_since >= io_limit) {
+                if (now - io_since >= io_limit || !rlock__latch_trusted(c, first_sent, latch_ttl)) {
                     break;
                 }
                 io_sleep = io_sleep ? io_sleep * 2 : IO_BACKOFF_MIN_MS;
@@ -227,7 +238,7 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
     if (resend) {
         /* The last request sent got no answer: settled (abandoned) by this
          * thread's next call for the name or at close. */
-        rlock__hold_set_suspect(c, l->name, l->namelen, tid, rid);
+        rlock__hold_set_suspect(c, l->name, l->namelen, tid, rid, first_sent, lease);
     }
     if (st != RLOCK_OK) {
         rlock__hold_tidy(c, l->name, l->namelen, tid);

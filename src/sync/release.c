@@ -6,8 +6,9 @@
  * nothing is released twice; if not, it runs now. A new id would release a
  * second hold, the outer one of a nested lock (the overlap the randomized
  * fault run found). The latch lives RLOCK__LATCH_TTL_MS from when the
- * request ran, so within RLOCK__LATCH_TRUST_MS of the send the answer is
- * exact. Later only the hold count in Redis is left, and it is read
+ * request ran, so while a copy sent now arrives inside that time, counted
+ * from the first send (rlock__latch_trusted()), the answer is exact.
+ * Later only the hold count in Redis is left, and it is read
  * conservatively: a count one lower proves the unlock ran only while a hold
  * is left; a hold that is gone may have been released or lost, and is
  * reported lost (RLOCK_ELOST), never released (RLOCK_OK).
@@ -46,24 +47,27 @@ static void apply(rlock *l, uint64_t tid, rlock__released r, const char *rid, in
     }
 }
 
-static bool trusted(int64_t since)
+/* Whether an unlock first sent at first_sent can still be resent with its
+ * id: its latch lives RLOCK__LATCH_TTL_MS from when it ran. */
+static bool trusted(rlock_client *c, int64_t first_sent)
 {
-    return rlock__now_ms() - since < RLOCK__LATCH_TRUST_MS;
+    return rlock__latch_trusted(c, first_sent, RLOCK__LATCH_TTL_MS);
 }
 
 /* Sends the release with rid; after a transport error once more with the
- * same id (the latch makes that safe). *once: answered at the first send. */
+ * same id (the latch makes that safe). *once: answered at the first send;
+ * *left: a copy may have reached Redis (RLOCK_EPOOL and RLOCK_ENOMEM mean
+ * the request never left). */
 static rlock_status send_release(rlock *l, const char *owner, const char *rid, int64_t lease_ms,
-                                 rlock__released *out, bool *once, int64_t deadline_ms)
+                                 rlock__released *out, bool *once, bool *left)
 {
     rlock_status st = RLOCK_EIO;
+    *left = false;
     for (int tries = 0; tries < 2; tries++) {
-        int64_t now = rlock__now_ms();
-        if (tries > 0 && now >= deadline_ms) {
-            break;
-        }
-        st = l->kind->release(l, owner, rid, lease_ms, out, now + l->c->cfg.command_timeout_ms);
+        st = l->kind->release(l, owner, rid, lease_ms, out,
+                              rlock__now_ms() + l->c->cfg.command_timeout_ms);
         *once = tries == 0;
+        *left = *left || (st != RLOCK_EPOOL && st != RLOCK_ENOMEM);
         if (st != RLOCK_EIO && st != RLOCK_ETIMEDOUT) {
             break;
         }
@@ -107,7 +111,7 @@ rlock_status rlock__release(rlock *l)
     rlock__hold_view v;
     rlock__hold_view_of(c, l->name, l->namelen, tid, &v);
     char rid[33];
-    bool resend = v.pending && trusted(v.pending_since);
+    bool resend = v.pending && trusted(c, v.pending_sent_ms);
     if (resend) {
         memcpy(rid, v.pending_rid, sizeof rid); /* the retry of that unlock */
     } else {
@@ -137,9 +141,14 @@ rlock_status rlock__release(rlock *l)
         rlock__hold_wait_round(c, l->name, l->namelen, tid, deadline);
     }
     rlock__released r;
-    bool once = false;
+    bool once = false, left = false;
     int64_t sent = rlock__now_ms();
-    st = send_release(l, owner, rid, v.lease_ms, &r, &once, deadline);
+    if (v.count > 1) {
+        /* A partial unlock sets the TTL of the levels left if it runs. */
+        rlock__hold_ttl_may(c, l->name, l->namelen, tid, resend ? v.pending_sent_ms : sent,
+                            v.lease_ms);
+    }
+    st = send_release(l, owner, rid, v.lease_ms, &r, &once, &left);
     if (st == RLOCK_OK) {
         apply(l, tid, r, once && !resend ? rid : NULL, sent);
         if (r == RLOCK__NOT_HELD) {
@@ -147,8 +156,8 @@ rlock_status rlock__release(rlock *l)
                      ? rlock__fail(RLOCK_ELOST, "this thread's hold of the lock was lost")
                      : rlock__fail(RLOCK_ENOTOWNER, "the calling thread does not hold the lock");
         }
-    } else if (v.count > 0 && st != RLOCK_ENOMEM) {
-        rlock__hold_set_pending(c, l->name, l->namelen, tid, rid, sent);
+    } else if (v.count > 0 && (left || resend)) {
+        rlock__hold_set_pending(c, l->name, l->namelen, tid, rid, resend ? v.pending_sent_ms : sent);
     }
     return st;
 }
@@ -159,7 +168,8 @@ static rlock_status settle_acquire(rlock *l, uint64_t tid, const char *owner,
                                    const rlock__hold_view *v, int64_t deadline_ms)
 {
     rlock_client *c = l->c;
-    if (v->suspect_rid[0] && trusted(v->suspect_since)) {
+    if (v->suspect_rid[0] &&
+        rlock__latch_trusted(c, v->suspect_sent_ms, rlock__acquire_latch_ttl(c))) {
         int what;
         int64_t sent = rlock__now_ms();
         rlock_status st = l->kind->abandon(l, owner, v->suspect_rid, v->lease_ms, &what,
@@ -174,7 +184,7 @@ static rlock_status settle_acquire(rlock *l, uint64_t tid, const char *owner,
         if (what == RLOCK__TOOK_LOST && v->count > 0) {
             rlock__hold_mark_lost(c, l->name, l->namelen, tid);
         }
-        rlock__hold_set_suspect(c, l->name, l->namelen, tid, NULL);
+        rlock__hold_set_suspect(c, l->name, l->namelen, tid, NULL, 0, 0);
         return RLOCK_OK;
     }
     int64_t in_redis;
@@ -194,7 +204,7 @@ static rlock_status settle_acquire(rlock *l, uint64_t tid, const char *owner,
         rlock__hold_ttl_set(c, l->name, l->namelen, tid, sent, v->lease_ms);
         queue_latch(l, rid);
     }
-    rlock__hold_set_suspect(c, l->name, l->namelen, tid, NULL);
+    rlock__hold_set_suspect(c, l->name, l->namelen, tid, NULL, 0, 0);
     return RLOCK_OK;
 }
 
@@ -214,7 +224,7 @@ rlock_status rlock__settle(rlock *l, uint64_t tid, bool pending_too, int64_t dea
          * again while its latch answers for it), then go on. */
         rlock__released r;
         int64_t sent = rlock__now_ms();
-        if (trusted(v.pending_since)) {
+        if (trusted(c, v.pending_sent_ms)) {
             st = l->kind->release(l, owner, v.pending_rid, v.lease_ms, &r, deadline_ms);
             if (st == RLOCK_OK) {
                 apply(l, tid, r, NULL, sent); /* a resend: its latch stays */
