@@ -33,7 +33,7 @@ BASHCOMPDIR  ?= $(DATADIR)/bash-completion/completions
 ZSHCOMPDIR   ?= $(DATADIR)/zsh/site-functions
 # ---- end version and ABI --------------------------------------------------
 
-RL_CFLAGS  := -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -fPIC \
+RL_CFLAGS  := -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Wvla -Werror -fPIC \
               -fvisibility=hidden -pthread -Iinclude -Isrc -I$(B)
 RL_LDLIBS  := -lhiredis -luuid -pthread
 SAN_FLAGS  ?=
@@ -119,15 +119,18 @@ $(B)/test-lite/%: test/%.c test/harness.c test/harness.h $(B)/librlock.a test/li
 	$(CC) $(ALL_CFLAGS) -O0 -Itest/lite -Itest -o $@ $< test/harness.c test/lite/runner.c \
 	  $(B)/librlock.a $(ALL_LDFLAGS) $(RL_LDLIBS)
 
-# test_chaos also links the fault-injecting TCP proxy (test/proxy.c).
-$(B)/test/test_chaos: test/test_chaos.c test/proxy.c test/proxy.h test/harness.c test/harness.h \
-  $(B)/librlock.a $(CRIT_DEPS)
+# test_chaos and test_review also link the fault-injecting TCP proxy
+# (test/proxy.c).
+PROXY_TESTS := test_chaos test_review
+$(PROXY_TESTS:%=$(B)/test/%): $(B)/test/%: test/%.c test/proxy.c test/proxy.h test/harness.c \
+  test/harness.h $(B)/librlock.a $(CRIT_DEPS)
 	@mkdir -p $(B)/test
 	$(CC) $(ALL_CFLAGS) $(CRIT_CFLAGS) -Itest -o $@ $< test/proxy.c test/harness.c \
 	  $(B)/librlock.a $(ALL_LDFLAGS) $(RL_LDLIBS) $(CRIT_LIBS)
 
-$(B)/test-lite/test_chaos: test/test_chaos.c test/proxy.c test/proxy.h test/harness.c \
-  test/harness.h $(B)/librlock.a test/lite/runner.c test/lite/criterion/criterion.h
+$(PROXY_TESTS:%=$(B)/test-lite/%): $(B)/test-lite/%: test/%.c test/proxy.c test/proxy.h \
+  test/harness.c test/harness.h $(B)/librlock.a test/lite/runner.c \
+  test/lite/criterion/criterion.h
 	@mkdir -p $(B)/test-lite
 	$(CC) $(ALL_CFLAGS) -O0 -Itest/lite -Itest -o $@ $< test/proxy.c test/harness.c \
 	  test/lite/runner.c $(B)/librlock.a $(ALL_LDFLAGS) $(RL_LDLIBS)

@@ -78,7 +78,17 @@ typedef enum rlock_status {
     RLOCK_EPOOL = 13,    /* no pooled connection became free within
                             command_timeout_ms: too many threads for
                             pool_size (since 0.2) */
+    RLOCK_EPERM = 14,    /* the server's ACL denies a command, key or
+                            channel the lock needs; nothing was changed
+                            (since 0.3) */
 } rlock_status;
+
+/* The longest lock name rlock_new() accepts, in bytes (64 KiB); longer
+ * ones are RLOCK_EINVAL (since 0.3; 0.2 took any length). Far more than
+ * any real name, and small enough that a renewal batch of the largest
+ * watchdog_batch_size (10000 names) stays within Redis's default
+ * client-query-buffer-limit (1 GiB). */
+#define RLOCK_NAME_MAX 65536
 
 /* lease_ms value: hold the lock with watchdog_timeout_ms as its lease and
  * renew it every watchdog_timeout_ms / 3 for as long as it is held. */
@@ -186,9 +196,10 @@ RLOCK_API const char *rlock_client_id(const rlock_client *c);
  * Never blocks, never fails. */
 RLOCK_API uint64_t rlock_thread_id(void);
 
-/* Creates a handle on the lock called name (any bytes but NUL, not empty).
- * Touches no server. Returns RLOCK_OK, RLOCK_EINVAL, RLOCK_ENOMEM,
- * RLOCK_ECLOSED. */
+/* Creates a handle on the lock called name (any bytes but NUL, not empty,
+ * at most RLOCK_NAME_MAX bytes). Touches no server. Returns RLOCK_OK,
+ * RLOCK_EINVAL (NULL, empty, or longer than RLOCK_NAME_MAX; since 0.3),
+ * RLOCK_ENOMEM, RLOCK_ECLOSED. */
 RLOCK_API rlock_status rlock_new(rlock_client *c, const char *name, rlock **out);
 
 /* Frees a handle. Does not unlock: holds belong to threads, not handles,

@@ -2,7 +2,9 @@
  * owner -> hold count, changed only by the scripts in lua/. This file says
  * how to run them and what their replies mean; the engine (sync/) decides
  * when. */
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
@@ -62,19 +64,29 @@ rlock_status rlock__parse_int(const redisReply *r, int64_t *out)
         *out = 0; /* HGET of a missing field: no hold */
     } else if (r->type == REDIS_REPLY_STRING) {
         /* A hold count written by hand may be anything: only a whole
-         * decimal number is one. */
-        int64_t v = 0;
-        size_t i = r->str[0] == '-' ? 1 : 0;
+         * decimal number within int64 is one. Accumulated as a negative
+         * number, whose range reaches INT64_MIN, and checked before each
+         * step, so no value overflows. */
+        bool neg = r->len > 0 && r->str[0] == '-';
+        size_t i = neg ? 1 : 0;
         if (r->len == i || r->len > 19 + i) {
             return rlock__fail(RLOCK_EPROTO, "not a number: %.40s", r->str);
         }
+        int64_t v = 0;
         for (size_t k = i; k < r->len; k++) {
-            if (r->str[k] < '0' || r->str[k] > '9') {
+            int d = r->str[k] - '0';
+            if (d < 0 || d > 9) {
                 return rlock__fail(RLOCK_EPROTO, "not a number: %.40s", r->str);
             }
-            v = v * 10 + (r->str[k] - '0');
+            if (v < (INT64_MIN + d) / 10) {
+                return rlock__fail(RLOCK_EPROTO, "hold count out of range: %.40s", r->str);
+            }
+            v = v * 10 - d;
         }
-        *out = i ? -v : v;
+        if (!neg && v == INT64_MIN) {
+            return rlock__fail(RLOCK_EPROTO, "hold count out of range: %.40s", r->str);
+        }
+        *out = neg ? v : -v;
     } else {
         return shape(r);
     }
@@ -117,17 +129,28 @@ static rlock_status release(rlock *l, const char *owner, const char *rid, int64_
                             rlock__released *out, int64_t deadline_ms)
 {
     char lease[24], latch_ttl[16];
-    char latch[l->latch_prefix_len + 33];
+    /* The latch key is as long as the name (up to RLOCK_NAME_MAX): on the
+     * stack only when short, never in an array sized by the name (a 1 MiB
+     * name overflowed a thread's stack on every release). */
+    char small[256];
+    size_t latch_len = l->latch_prefix_len + 32;
+    char *latch = latch_len < sizeof small ? small : malloc(latch_len + 1);
+    if (!latch) {
+        return rlock__fail(RLOCK_ENOMEM, "out of memory for an unlock latch key");
+    }
     memcpy(latch, l->latch_prefix, l->latch_prefix_len);
     memcpy(latch + l->latch_prefix_len, rid, 33);
     snprintf(lease, sizeof lease, "%lld", (long long)lease_ms);
     snprintf(latch_ttl, sizeof latch_ttl, "%d", RLOCK__LATCH_TTL_MS);
     const char *args[8] = {l->name, l->channel, latch, "0", lease, owner, "publish", latch_ttl};
-    size_t lens[8] = {l->namelen,    l->chanlen,    l->latch_prefix_len + 32, 1,
-                      strlen(lease), strlen(owner), 7,                        strlen(latch_ttl)};
+    size_t lens[8] = {l->namelen,    l->chanlen,    latch_len, 1,
+                      strlen(lease), strlen(owner), 7,         strlen(latch_ttl)};
     rlock__call call = {l->name, l->namelen, &rlock__script_unlock, 3, 8, args, lens};
     redisReply *r = NULL;
     rlock_status st = rlock__run(l->c, &call, &r, deadline_ms);
+    if (latch != small) {
+        free(latch);
+    }
     if (st == RLOCK_OK) {
         st = rlock__parse_release(r, out);
         freeReplyObject(r);
