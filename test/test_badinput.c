@@ -438,15 +438,15 @@ Test(badauth, passwords_and_acl_users)
     rlock_client_free(x);
 
     /* A user that may not run scripts: the login works, locking is refused
-     * with Redis's error (NOPERM). */
+     * by the ACL (NOPERM: RLOCK_EPERM since 0.3). */
     snprintf(u, sizeof u, "redis://bob:pw@127.0.0.1:%d", srv.port);
     x = client_for(u, &st);
     th_assert_status(st, RLOCK_OK);
     rlock *l;
     th_ok(rlock_new(x, "bob-lock", &l));
-    th_assert_status(rlock_lock(l, 1000), RLOCK_EREDIS);
-    th_assert_status(rlock_try_lock(l, 0, 1000), RLOCK_EREDIS);
-    th_assert_status(rlock_unlock(l), RLOCK_EREDIS);
+    th_assert_status(rlock_lock(l, 1000), RLOCK_EPERM);
+    th_assert_status(rlock_try_lock(l, 0, 1000), RLOCK_EPERM);
+    th_assert_status(rlock_unlock(l), RLOCK_EPERM);
     rlock_free(l);
     rlock_client_free(x);
 
@@ -691,9 +691,9 @@ Test(badinput, status_strings_for_every_value)
         "RLOCK_OK",        "RLOCK_EINVAL", "RLOCK_ENOMEM",  "RLOCK_EBUSY",
         "RLOCK_ENOTOWNER", "RLOCK_ELOST",  "RLOCK_EIO",     "RLOCK_ETIMEDOUT",
         "RLOCK_EREDIS",    "RLOCK_EPROTO", "RLOCK_ECLOSED", "RLOCK_EAUTH",
-        "RLOCK_ECANCELED", "RLOCK_EPOOL",
+        "RLOCK_ECANCELED", "RLOCK_EPOOL",  "RLOCK_EPERM",
     };
-    for (int s = 0; s <= RLOCK_EPOOL; s++) {
+    for (int s = 0; s <= RLOCK_EPERM; s++) {
         cr_assert_str_eq(rlock_status_name((rlock_status)s), names[s]);
         const char *e = rlock_strerror((rlock_status)s);
         cr_assert(e != NULL && e[0] != '\0');
@@ -702,7 +702,7 @@ Test(badinput, status_strings_for_every_value)
                               names[s], names[t]);
         }
     }
-    const int unknown[] = {14, 15, 100, -1, -100, INT_MAX, INT_MIN};
+    const int unknown[] = {15, 16, 100, -1, -100, INT_MAX, INT_MIN};
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
         rlock_status s = (rlock_status)unknown[i];
         cr_assert_str_eq(rlock_status_name(s), "RLOCK_UNKNOWN", "value %d", unknown[i]);

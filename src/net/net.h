@@ -39,7 +39,8 @@ rlock_status rlock__conn_call(rlock__conn *conn, int argc, const char **argv,
 /* Whether an error reply says the server did not run the command and will
  * be able to soon (LOADING, BUSY, TRYAGAIN, CLUSTERDOWN, MASTERDOWN). */
 bool rlock__transient(const redisReply *r);
-/* RLOCK_EAUTH for NOAUTH/WRONGPASS-like replies, else RLOCK_EREDIS; the
+/* RLOCK_EAUTH for NOAUTH/WRONGPASS-like replies, RLOCK_EPERM for ACL
+ * refusals (NOPERM, or a script's command refused), else RLOCK_EREDIS; the
  * reply's text becomes the error detail. */
 rlock_status rlock__error_reply(const redisReply *r);
 
@@ -117,11 +118,15 @@ typedef struct rlock__call {
 
 /* Runs one call on the node of its key: borrows,
  * sends (EVALSHA, then EVAL on NOSCRIPT), and retries transient error
- * replies with backoff until deadline_ms. On RLOCK_OK *reply is set; it
- * may be an error reply other than a transient one, for the caller to map
- * (rlock__error_reply). */
+ * replies with backoff until deadline_ms; still transient then, it returns
+ * RLOCK_EIO (the server's text as the detail). On RLOCK_OK *reply is set;
+ * it may be an error reply other than a transient one, for the caller to
+ * map (rlock__error_reply). */
 rlock_status rlock__run(struct rlock_client *c, const rlock__call *call, redisReply **reply,
                         int64_t deadline_ms);
+/* Whether this thread's last rlock__run() returned RLOCK_EIO for transient
+ * replies only: the call provably did not run, and need not be looked for. */
+bool rlock__run_refused(void);
 /* Runs n calls of one group pipelined on one connection (the watchdog's
  * renewal batches): replies[i] is the reply of calls[i], or NULL when it
  * got none (retried by the caller later). NOSCRIPT replies are sent again

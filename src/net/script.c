@@ -96,10 +96,18 @@ static rlock_status run_on(rlock_client *c, rlock__conn *conn, const rlock__call
     return st;
 }
 
+static __thread bool refused;
+
+bool rlock__run_refused(void)
+{
+    return refused;
+}
+
 rlock_status rlock__run(rlock_client *c, const rlock__call *call, redisReply **reply,
                         int64_t deadline_ms)
 {
     int64_t backoff = TRANSIENT_BACKOFF_MIN_MS;
+    refused = false;
     for (;;) {
         rlock__conn *conn;
         rlock_status st = c->topo->borrow(c, call->key, call->keylen, &conn);
@@ -111,9 +119,18 @@ rlock_status rlock__run(rlock_client *c, const rlock__call *call, redisReply **r
         if (st != RLOCK_OK || !rlock__transient(*reply)) {
             return st;
         }
-        /* Not run: wait and send again while the budget lasts; past it the
-         * caller sees the server's own reply (RLOCK_EREDIS, "LOADING"). */
+        /* Not run: wait and send again while the budget lasts. Past it,
+         * the server could not run commands for that long: that is
+         * RLOCK_EIO, the status the acquire loop retries for
+         * retry_timeout_ms as it does a dropped link (a restart loading a
+         * large dataset outlasts any command timeout), with the server's
+         * text as the detail. The call provably did not run, so a resend
+         * (an unlock with the same request id) is safe. */
         if (rlock__now_ms() + backoff >= deadline_ms || rlock__closing(c)) {
+            st = rlock__fail(RLOCK_EIO, "%.200s", (*reply)->str);
+            freeReplyObject(*reply);
+            *reply = NULL;
+            refused = true;
             return st;
         }
         freeReplyObject(*reply);

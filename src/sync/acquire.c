@@ -99,8 +99,9 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
         if (!skip) {
             rlock__attempt a;
             int64_t sent = rlock__now_ms();
+            uint64_t mark = q.w ? rlock__chan_mark(c, q.ch) : 0;
             st = k->attempt(l, owner, lease, held, &a, sent + cmd_ms);
-            if (st == RLOCK_ETIMEDOUT || st == RLOCK_EIO) {
+            if ((st == RLOCK_ETIMEDOUT || st == RLOCK_EIO) && !rlock__run_refused()) {
                 st = outcome(l, owner, held, st, tid, &a);
             }
             if (st == RLOCK_OK && a.what == RLOCK__TAKEN) {
@@ -124,7 +125,7 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
                 io_since = -1;
                 io_sleep = 0;
                 if (q.w) {
-                    rlock__chan_used_wake(c, q.ch, q.w);
+                    rlock__chan_used_wake(c, q.ch, q.w, mark);
                     rlock__chan_saw_lease(c, q.ch, q.w, lease_end);
                 }
             } else if (st == RLOCK_EIO && wait_ms != 0) {
@@ -166,7 +167,7 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
             rlock__waiter_set_cancel(q.w, cancel);
             rlock_status ws = rlock__chan_wait_subscribed(
                 c, q.ch, q.w, rlock__min_deadline(deadline, now + c->cfg.subscribe_timeout_ms));
-            if (ws == RLOCK_ECLOSED || ws == RLOCK_ECANCELED) {
+            if (ws != RLOCK_OK && ws != RLOCK_ETIMEDOUT) { /* closed, cancelled, EPERM */
                 st = ws;
                 break;
             }

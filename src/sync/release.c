@@ -115,7 +115,8 @@ rlock_status rlock__release(rlock *l)
                      ? rlock__fail(RLOCK_ELOST, "this thread's hold of the lock was lost")
                      : rlock__fail(RLOCK_ENOTOWNER, "the calling thread does not hold the lock");
         }
-    } else if (v.count > 0 && st != RLOCK_ENOMEM) {
+    } else if (v.count > 0 && st != RLOCK_ENOMEM && st != RLOCK_EPERM) {
+        /* (An ACL refusal ran nothing: the hold stays as it was, renewed.) */
         rlock__hold_set_pending(c, l->name, l->namelen, tid, rid);
     }
     return st;
