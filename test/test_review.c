@@ -26,6 +26,9 @@
 #include "proxy.h"
 
 static redisContext *r;
+/* A private server a test started: stopped by the teardown too, so a
+ * failed assertion does not leave it running. */
+static th_server *own_server;
 
 static void setup(void)
 {
@@ -35,6 +38,10 @@ static void setup(void)
 static void teardown(void)
 {
     redisFree(r);
+    if (own_server && own_server->pid > 0) {
+        th_server_stop(own_server);
+    }
+    own_server = NULL;
 }
 
 TestSuite(review, .init = setup, .fini = teardown, .timeout = 120);
@@ -266,8 +273,9 @@ static void spawn_slow_loader(th_server *s, int delay_us)
 
 Test(review, loading_longer_than_the_command_timeout_is_retried)
 {
-    th_server s;
+    static th_server s;
     th_server_start(&s);
+    own_server = &s;
     redisContext *sr = th_redis(s.port);
     /* 20000 keys at 100 µs each: a load of about 2 s, several times the
      * client's 300 ms command timeout. */
@@ -321,7 +329,6 @@ Test(review, loading_longer_than_the_command_timeout_is_retried)
     rlock_free(l1);
     rlock_free(l2);
     rlock_client_free(c);
-    th_server_stop(&s);
     free(url);
     free(n1);
     free(n2);
