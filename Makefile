@@ -33,7 +33,7 @@ BASHCOMPDIR  ?= $(DATADIR)/bash-completion/completions
 ZSHCOMPDIR   ?= $(DATADIR)/zsh/site-functions
 # ---- end version and ABI --------------------------------------------------
 
-RL_CFLAGS  := -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -fPIC \
+RL_CFLAGS  := -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Wvla -Werror -fPIC \
               -fvisibility=hidden -pthread -Iinclude -Isrc -I$(B)
 RL_LDLIBS  := -lhiredis -luuid -pthread
 SAN_FLAGS  ?=
@@ -122,7 +122,7 @@ $(B)/test-lite/%: test/%.c test/harness.c test/harness.h $(B)/librlock.a test/li
 	  $(B)/librlock.a $(ALL_LDFLAGS) $(RL_LDLIBS)
 
 # These tests also link the fault-injecting TCP proxy (test/proxy.c).
-PROXY_TESTS := test_chaos test_clock test_exact test_faults test_statuses
+PROXY_TESTS := test_chaos test_clock test_exact test_faults test_review test_statuses
 $(patsubst %,$(B)/test/%,$(PROXY_TESTS)): $(B)/test/%: test/%.c test/proxy.c test/proxy.h \
   test/harness.c test/harness.h $(B)/librlock.a $(CRIT_DEPS)
 	@mkdir -p $(B)/test

@@ -6,6 +6,8 @@
  * for a channel with waiters. Nothing may crash, leak or read out of
  * bounds, and a parser that fails must leave its output untouched.
  * Built by the fuzz target of the Makefile. */
+#include <ctype.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,8 +76,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         }
         int64_t i = 12345;
-        if (rlock__parse_int(r, &i) != RLOCK_OK && i != 12345) {
+        rlock_status ist = rlock__parse_int(r, &i);
+        if (ist != RLOCK_OK && i != 12345) {
             abort();
+        }
+        /* A hold count written as a string is read exactly as strtoll()
+         * reads a canonical decimal number; one beyond int64 is refused. */
+        if (r->type == REDIS_REPLY_STRING && r->len > 0 && r->len < 64 &&
+            strlen(r->str) == r->len && r->str[0] != '+' && !isspace((unsigned char)r->str[0])) {
+            char *end = NULL;
+            errno = 0;
+            long long want = strtoll(r->str, &end, 10);
+            bool whole = end == r->str + r->len && end != r->str;
+            if (ist == RLOCK_OK && (!whole || errno == ERANGE || want != i)) {
+                abort();
+            }
+            if (ist != RLOCK_OK && whole && errno == 0 && r->len <= 19 + (r->str[0] == '-')) {
+                abort();
+            }
         }
         int8_t res[8];
         memset(res, -1, sizeof res);

@@ -68,7 +68,10 @@ typedef enum rlock_status {
     RLOCK_EBUSY = 3,     /* not acquired: held elsewhere when the wait ran out */
     RLOCK_ENOTOWNER = 4, /* unlock by a thread that does not hold it */
     RLOCK_ELOST = 5,     /* this thread held it, but the lease was lost */
-    RLOCK_EIO = 6,       /* cannot reach Redis (connect, AUTH, broken link) */
+    RLOCK_EIO = 6,       /* cannot reach Redis (connect, AUTH, broken link),
+                            or it could not run commands (LOADING, BUSY,
+                            ...) for command_timeout_ms: the call did not
+                            run (since 0.3; RLOCK_EREDIS before) */
     RLOCK_ETIMEDOUT = 7, /* Redis did not answer within command_timeout_ms */
     RLOCK_EREDIS = 8,    /* Redis answered with an error reply */
     RLOCK_EPROTO = 9,    /* reply of an unexpected shape */
@@ -78,7 +81,17 @@ typedef enum rlock_status {
     RLOCK_EPOOL = 13,    /* no pooled connection became free within
                             command_timeout_ms: too many threads for
                             pool_size (since 0.2) */
+    RLOCK_EPERM = 14,    /* the server's ACL denies a command, key or
+                            channel the lock needs; nothing was changed
+                            (since 0.3) */
 } rlock_status;
+
+/* The longest lock name rlock_new() accepts, in bytes (64 KiB); longer
+ * ones are RLOCK_EINVAL (since 0.3; 0.2 took any length). Far more than
+ * any real name, and small enough that a renewal batch of the largest
+ * watchdog_batch_size (10000 names) stays within Redis's default
+ * client-query-buffer-limit (1 GiB). */
+#define RLOCK_NAME_MAX 65536
 
 /* lease_ms value: hold the lock with watchdog_timeout_ms as its lease and
  * renew it every watchdog_timeout_ms / 3 for as long as it is held. */
@@ -143,7 +156,9 @@ typedef struct rlock_config {
      * holder's TTL; 0 -> 7500. */
     int64_t subscribe_timeout_ms;
     /* How long a waiter keeps retrying through connection errors (Redis
-     * restarting, link dropped) before it returns RLOCK_EIO; 0 -> 30000. */
+     * restarting, link dropped) and a server that cannot run commands yet
+     * (LOADING a large dataset after a restart, BUSY, ...) before it
+     * returns RLOCK_EIO; 0 -> 30000. */
     int64_t retry_timeout_ms;
 } rlock_config;
 
@@ -155,16 +170,24 @@ RLOCK_API void rlock_config_init_size(rlock_config *cfg, size_t size);
 
 /* Creates a client: parses the URL, opens one command connection and the
  * pub/sub connection (to report a bad address or password now rather than
- * later), and starts the pub/sub, watchdog and (with on_lock_lost) callback
- * threads. Connections are named with CLIENT SETNAME
+ * later: AUTH, SELECT and CLIENT SETNAME in one round trip on each; no
+ * PING), checks on the pub/sub connection, with a SUBSCRIBE and
+ * UNSUBSCRIBE of the unused lock channel
+ * "redisson_lock__channel:{rlock:acl-probe}", that the server's ACL lets
+ * this user wait on lock channels (since 0.3), and starts the pub/sub,
+ * watchdog and (with on_lock_lost) callback threads. Connections are named
+ * with CLIENT SETNAME
  * "rlock:<first 8 characters of the client id>:<host name>:<pid>", so an
  * operator can tell who holds a lock (CLIENT LIST). Blocks for at most
- * about 2 x (connect_timeout_ms + 3 x command_timeout_ms). cfg may be NULL
- * for all defaults. rlock_last_error() says what went wrong in words.
- * Returns RLOCK_OK (and *out), RLOCK_EINVAL (bad URL or field, a config not
- * set up by rlock_config_init(), or a db index the server refuses),
- * RLOCK_EIO (cannot connect), RLOCK_EAUTH (password or user refused, or
- * the server wants one and none was given), RLOCK_ETIMEDOUT,
+ * about 2 x (connect_timeout_ms + 3 x command_timeout_ms) + 2 x
+ * command_timeout_ms. cfg may be NULL for all defaults. rlock_last_error()
+ * says what went wrong in words. Returns RLOCK_OK (and *out), RLOCK_EINVAL
+ * (bad URL or field, a config not set up by rlock_config_init(), or a db
+ * index the server refuses), RLOCK_EIO (cannot connect), RLOCK_EAUTH
+ * (password or user refused, or the server wants one and none was given),
+ * RLOCK_EPERM (the ACL denies SUBSCRIBE or the lock channels: Redis 7's
+ * default for new users, acl-pubsub-default resetchannels; see
+ * docs/operations.md for the ACL a user needs), RLOCK_ETIMEDOUT,
  * RLOCK_ENOMEM. */
 RLOCK_API rlock_status rlock_client_new(const rlock_config *cfg, rlock_client **out);
 
@@ -198,9 +221,10 @@ RLOCK_API const char *rlock_client_id(const rlock_client *c);
  * Never blocks, never fails. */
 RLOCK_API uint64_t rlock_thread_id(void);
 
-/* Creates a handle on the lock called name (any bytes but NUL, not empty).
- * Touches no server. Returns RLOCK_OK, RLOCK_EINVAL, RLOCK_ENOMEM,
- * RLOCK_ECLOSED. */
+/* Creates a handle on the lock called name (any bytes but NUL, not empty,
+ * at most RLOCK_NAME_MAX bytes). Touches no server. Returns RLOCK_OK,
+ * RLOCK_EINVAL (NULL, empty, or longer than RLOCK_NAME_MAX; since 0.3),
+ * RLOCK_ENOMEM, RLOCK_ECLOSED. */
 RLOCK_API rlock_status rlock_new(rlock_client *c, const char *name, rlock **out);
 
 /* Frees a handle. Does not unlock: holds belong to threads, not handles,
@@ -223,18 +247,23 @@ RLOCK_API const char *rlock_name(const rlock *l);
  * at the latest when the holder's lease (as its last attempt saw it) runs
  * out. Connection errors and replies that say the server cannot run
  * commands yet (LOADING, BUSY, TRYAGAIN, CLUSTERDOWN, MASTERDOWN) are
- * retried for up to retry_timeout_ms.
+ * retried for up to retry_timeout_ms, however long each one lasts (0.2
+ * returned RLOCK_EREDIS when one outlasted command_timeout_ms).
  * Returns RLOCK_OK, RLOCK_EINVAL, RLOCK_ELOST (a re-entry found that this
  * thread's outer hold is gone from Redis: nothing was acquired, and the
- * outer unlock returns RLOCK_ELOST too), RLOCK_EIO (connection errors for
- * longer than retry_timeout_ms), RLOCK_ETIMEDOUT (no reply: the acquire
- * carries a request id whose outcome Redis remembers, so it is sent again
- * with that id, never counted twice, until the wait or retry_timeout_ms
- * runs out; wait_ms 0: one command_timeout_ms; a request still unanswered
- * then is abandoned by this thread's next call for the name, or by
- * rlock_client_free(): a hold it took is given back; see docs/api.md),
- * RLOCK_EREDIS (e.g. the key holds another type),
- * RLOCK_EPROTO, RLOCK_ECLOSED, RLOCK_ENOMEM, RLOCK_EAUTH, RLOCK_EPOOL. */
+ * outer unlock returns RLOCK_ELOST too), RLOCK_EIO (connection errors, or
+ * a server that cannot run commands yet, for longer than retry_timeout_ms;
+ * rlock_try_lock() whose wait ends first returns it too), RLOCK_ETIMEDOUT
+ * (no reply: the acquire carries a request id whose outcome Redis
+ * remembers, so it is sent again with that id, never counted twice, until
+ * the wait or retry_timeout_ms runs out; wait_ms 0: one command_timeout_ms;
+ * a request still unanswered then is abandoned by this thread's next call
+ * for the name, or by rlock_client_free(): a hold it took is given back;
+ * see docs/api.md), RLOCK_EREDIS (e.g. the key holds another type),
+ * RLOCK_EPERM (the ACL denies a command or key the acquire needs, or, to a
+ * waiter, the SUBSCRIBE of the lock's channel: it returns at once rather
+ * than sleep on leases; since 0.3), RLOCK_EPROTO, RLOCK_ECLOSED,
+ * RLOCK_ENOMEM, RLOCK_EAUTH, RLOCK_EPOOL. */
 RLOCK_API rlock_status rlock_lock(rlock *l, int64_t lease_ms);
 
 /* Like rlock_lock(), but gives up after wait_ms (0: one attempt, no wait;
@@ -278,7 +307,8 @@ RLOCK_API rlock_status rlock_lock_ex(rlock *l, int64_t wait_ms, int64_t lease_ms
  * transport error it is sent once more with the same request id (the
  * unlock latch makes that safe), and replies that say the server cannot
  * run it yet (LOADING, BUSY, ...) are retried, for at most about
- * 2 x command_timeout_ms in all (up to 2 x more when it first settles an
+ * 2 x command_timeout_ms in all (still refused then: RLOCK_EIO, and the
+ * script did not run) (up to 2 x more when it first settles an
  * earlier call of this thread left in doubt).
  * Returns RLOCK_OK, RLOCK_ENOTOWNER (this thread holds no hold on it;
  * Redis unchanged), RLOCK_ELOST (this thread held it but the lease ran out
@@ -290,8 +320,10 @@ RLOCK_API rlock_status rlock_lock_ex(rlock *l, int64_t wait_ms, int64_t lease_ms
  * exactly one hold, never two; its next lock of the name completes it
  * first, then acquires; retried after its latch can be gone, about 20 s
  * after its first send, a hold found gone answers RLOCK_ELOST),
- * RLOCK_EPROTO, RLOCK_ECLOSED,
- * RLOCK_EINVAL, RLOCK_EAUTH, RLOCK_EPOOL. */
+ * RLOCK_EPERM (the ACL refused a command, key or channel of the unlock,
+ * e.g. the PUBLISH of a last unlock: nothing was changed, the hold is still
+ * held and renewed; unlock again once the ACL allows it; since 0.3),
+ * RLOCK_EPROTO, RLOCK_ECLOSED, RLOCK_EINVAL, RLOCK_EAUTH, RLOCK_EPOOL. */
 RLOCK_API rlock_status rlock_unlock(rlock *l);
 
 /* Deletes the lock whoever holds it, and publishes "0" if it was held.
@@ -301,14 +333,15 @@ RLOCK_API rlock_status rlock_unlock(rlock *l);
  * of this client that acquires the lock after the delete keeps it. One
  * round trip, at most command_timeout_ms (and transient replies retried
  * within it). Returns RLOCK_OK, RLOCK_EINVAL, RLOCK_EIO, RLOCK_ETIMEDOUT,
- * RLOCK_EREDIS, RLOCK_EPROTO, RLOCK_ECLOSED, RLOCK_ENOMEM, RLOCK_EAUTH,
- * RLOCK_EPOOL. */
+ * RLOCK_EREDIS, RLOCK_EPERM (the ACL refused it: nothing was deleted),
+ * RLOCK_EPROTO, RLOCK_ECLOSED, RLOCK_ENOMEM, RLOCK_EAUTH, RLOCK_EPOOL. */
 RLOCK_API rlock_status rlock_force_unlock(rlock *l, bool *was_locked);
 
 /* The queries below each run one command (one round trip, at most
  * command_timeout_ms) and return RLOCK_OK, RLOCK_EINVAL (NULL argument),
  * RLOCK_EIO, RLOCK_ETIMEDOUT, RLOCK_EREDIS (e.g. WRONGTYPE: the key holds
- * another type), RLOCK_EPROTO (e.g. a non-numeric hold count),
+ * another type), RLOCK_EPROTO (e.g. a non-numeric hold count, or one
+ * beyond int64), RLOCK_EPERM (the ACL denies the command or key),
  * RLOCK_ECLOSED, RLOCK_ENOMEM, RLOCK_EAUTH (the server wants a login the
  * connection lost) or RLOCK_EPOOL. */
 

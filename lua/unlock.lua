@@ -7,20 +7,29 @@
 -- Reply: the latch's value when this request already ran (a retry);
 --        nil when the owner holds no hold; 0 when still held (count - 1,
 --        TTL reset); 1 when fully released (key deleted, ARGV[1] published).
+-- Redis has no rollback: a command the server's ACL refuses aborts the
+-- script after the writes before it. So the last hold PUBLISHes before it
+-- writes anything, and a refused PUBLISH leaves the lock exactly as it was.
+-- The count is read (HGET) rather than decremented first; a field that is
+-- not a canonical integer is refused as HINCRBY refuses it.
 local done = redis.call('get', KEYS[3])
 if done ~= false then
     return tonumber(done)
 end
-if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+local n = redis.call('hget', KEYS[1], ARGV[3])
+if n == false then
     return nil
 end
-local left = redis.call('hincrby', KEYS[1], ARGV[3], -1)
-if left > 0 then
+if #n > 20 or not (n == '0' or string.match(n, '^%-?[1-9]%d*$')) then
+    return redis.error_reply('ERR hash value is not an integer')
+end
+if tonumber(n) > 1 then
+    redis.call('hincrby', KEYS[1], ARGV[3], -1)
     redis.call('pexpire', KEYS[1], ARGV[2])
     redis.call('set', KEYS[3], '0', 'px', ARGV[5])
     return 0
 end
-redis.call('del', KEYS[1])
 redis.call(ARGV[4], KEYS[2], ARGV[1])
+redis.call('del', KEYS[1])
 redis.call('set', KEYS[3], '1', 'px', ARGV[5])
 return 1

@@ -50,6 +50,14 @@ RLOCK_API rlock_status rlock_new(rlock_client *c, const char *name, rlock **out)
         rlock__error_clear();
         return rlock__fail(RLOCK_EINVAL, "NULL argument or empty name");
     }
+    /* Measured only up to one byte past the maximum: a name is refused
+     * without reading all of a huge one. */
+    size_t len = strnlen(name, (size_t)RLOCK_NAME_MAX + 1);
+    if (len > RLOCK_NAME_MAX) {
+        rlock__error_clear();
+        return rlock__fail(RLOCK_EINVAL, "name longer than RLOCK_NAME_MAX (%d bytes)",
+                           RLOCK_NAME_MAX);
+    }
     rlock_status st = rlock__enter(c);
     if (st != RLOCK_OK) {
         return st;
@@ -57,7 +65,7 @@ RLOCK_API rlock_status rlock_new(rlock_client *c, const char *name, rlock **out)
     rlock *l = malloc(sizeof *l);
     if (!l) {
         st = rlock__fail(RLOCK_ENOMEM, "out of memory for a handle");
-    } else if ((st = rlock__handle_init(l, c, &rlock__kind_reentrant, name, strlen(name))) !=
+    } else if ((st = rlock__handle_init(l, c, &rlock__kind_reentrant, name, len)) !=
                RLOCK_OK) {
         free(l);
     } else {

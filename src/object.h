@@ -10,6 +10,7 @@
 
 typedef struct rlock__chan rlock__chan;
 typedef struct rlock__lost_note rlock__lost_note;
+typedef struct rlock__sent rlock__sent;
 
 struct rlock_client {
     rlock_config cfg; /* copy, defaults filled; cfg.url points to url */
@@ -64,6 +65,10 @@ struct rlock_client {
     /* The pub/sub thread's connection, mirrored here under ps_mu only so
      * that a fork()ed child can free it (the thread is gone there). */
     redisContext *ps_ctx;
+    /* The (un)subscribes sent and not yet answered, oldest first (a ring):
+     * an error reply names no channel, only its place in this order. */
+    rlock__sent *ps_sent;
+    size_t ps_sent_head, ps_sent_n, ps_sent_cap;
     bool ps_stop;
     bool ps_running;
     pthread_t ps_thread;

@@ -312,14 +312,16 @@ static int enomem_child(void *arg)
     if (rlock_client_new(&cfg, &c) != RLOCK_OK) {
         return 1;
     }
-    size_t len = 64u << 20;
+    size_t len = RLOCK_NAME_MAX; /* longer is RLOCK_EINVAL since 0.3 */
     char *big = malloc(len + 1);
     if (!big) {
         return 2;
     }
     memset(big, 'n', len);
     big[len] = '\0';
-    /* Leave room for small allocations, none for a copy of the name. */
+    /* No room for more: the handle's three copies of the name (name,
+     * channel, latch prefix: about 192 KiB) need memory the heap does not
+     * have yet. */
     struct rlimit rl;
     long pages = 0;
     FILE *f = fopen("/proc/self/statm", "r");
@@ -327,9 +329,21 @@ static int enomem_child(void *arg)
         return 3;
     }
     fclose(f);
-    rl.rlim_cur = rl.rlim_max = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + (16u << 20);
+    rl.rlim_cur = rl.rlim_max = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE);
     if (setrlimit(RLIMIT_AS, &rl) != 0) {
         return 4;
+    }
+    /* Use up what the heap still has, then give back a few KiB: room for
+     * the handle itself, none for the copies of a name of RLOCK_NAME_MAX. */
+    void *blocks = NULL, *b;
+    while ((b = malloc(1024)) != NULL) {
+        *(void **)b = blocks;
+        blocks = b;
+    }
+    for (int i = 0; i < 4 && blocks; i++) {
+        b = *(void **)blocks;
+        free(blocks);
+        blocks = b;
     }
     rlock *l = NULL;
     rlock_status st = rlock_new(c, big, &l);
@@ -342,5 +356,6 @@ Test(client, enomem_when_allocation_fails)
         cr_skip_test("address-space limits do not mix with sanitizer shadow memory");
     }
     pid_t pid = th_fork(enomem_child, NULL);
-    cr_assert_eq(th_wait(pid), 0, "rlock_new returned RLOCK_ENOMEM");
+    int rc = th_wait(pid);
+    cr_assert_eq(rc, 0, "rlock_new did not return RLOCK_ENOMEM (child exit %d)", rc);
 }

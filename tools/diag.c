@@ -96,6 +96,9 @@ static diag diagnose(rlock_status s, cli_cause cause, const char *detail)
         case RLOCK_EREDIS:
             cause = CLI_CAUSE_REDIS;
             break;
+        case 14: /* RLOCK_EPERM (since 0.3): an ACL refusal in any words */
+            cause = CLI_CAUSE_NOPERM;
+            break;
         default:
             break;
         }

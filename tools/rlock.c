@@ -424,6 +424,10 @@ static int parse_sub(cli_opts *o, int argc, char **argv, cli_args *a)
         return CLI_EXIT_USAGE;
     }
     a->name = argv[optind++];
+    if (strlen(a->name) > RLOCK_NAME_MAX) {
+        cli_error("%s: the lock NAME is longer than %d bytes", cmd, RLOCK_NAME_MAX);
+        return CLI_EXIT_USAGE;
+    }
     if (strcmp(cmd, "run") == 0) {
         /* flock(1)'s form: NAME -c COMMAND-LINE, nothing after it. */
         if (optind < argc &&

@@ -17,7 +17,7 @@ static const struct {
     [RLOCK_EBUSY] = {"RLOCK_EBUSY", "lock is held by another owner and the wait ran out"},
     [RLOCK_ENOTOWNER] = {"RLOCK_ENOTOWNER", "lock is not held by the calling thread"},
     [RLOCK_ELOST] = {"RLOCK_ELOST", "lock was held by the calling thread but its lease was lost"},
-    [RLOCK_EIO] = {"RLOCK_EIO", "cannot reach the Redis server"},
+    [RLOCK_EIO] = {"RLOCK_EIO", "cannot reach the Redis server, or it cannot run commands yet"},
     [RLOCK_ETIMEDOUT] = {"RLOCK_ETIMEDOUT", "Redis did not answer within the command timeout"},
     [RLOCK_EREDIS] = {"RLOCK_EREDIS", "Redis answered with an error"},
     [RLOCK_EPROTO] = {"RLOCK_EPROTO", "unexpected reply from Redis"},
@@ -25,6 +25,8 @@ static const struct {
     [RLOCK_EAUTH] = {"RLOCK_EAUTH", "the Redis server refused the password or user"},
     [RLOCK_ECANCELED] = {"RLOCK_ECANCELED", "the wait was cancelled"},
     [RLOCK_EPOOL] = {"RLOCK_EPOOL", "no connection of the pool became free in time"},
+    [RLOCK_EPERM] = {"RLOCK_EPERM",
+                     "the server's ACL denies a command, key or channel the lock needs"},
 };
 
 #define NSTATUS (sizeof table / sizeof table[0])

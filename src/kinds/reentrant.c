@@ -2,6 +2,7 @@
  * owner -> hold count, changed only by the scripts in lua/. This file says
  * how to run them and what their replies mean; the engine (sync/) decides
  * when. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,19 +66,29 @@ rlock_status rlock__parse_int(const redisReply *r, int64_t *out)
         *out = 0; /* HGET of a missing field: no hold */
     } else if (r->type == REDIS_REPLY_STRING) {
         /* A hold count written by hand may be anything: only a whole
-         * decimal number is one. */
-        int64_t v = 0;
-        size_t i = r->str[0] == '-' ? 1 : 0;
+         * decimal number within int64 is one. Accumulated as a negative
+         * number, whose range reaches INT64_MIN, and checked before each
+         * step, so no value overflows. */
+        bool neg = r->len > 0 && r->str[0] == '-';
+        size_t i = neg ? 1 : 0;
         if (r->len == i || r->len > 19 + i) {
             return rlock__fail(RLOCK_EPROTO, "not a number: %.40s", r->str);
         }
+        int64_t v = 0;
         for (size_t k = i; k < r->len; k++) {
-            if (r->str[k] < '0' || r->str[k] > '9') {
+            int d = r->str[k] - '0';
+            if (d < 0 || d > 9) {
                 return rlock__fail(RLOCK_EPROTO, "not a number: %.40s", r->str);
             }
-            v = v * 10 + (r->str[k] - '0');
+            if (v < (INT64_MIN + d) / 10) {
+                return rlock__fail(RLOCK_EPROTO, "hold count out of range: %.40s", r->str);
+            }
+            v = v * 10 - d;
         }
-        *out = i ? -v : v;
+        if (!neg && v == INT64_MIN) {
+            return rlock__fail(RLOCK_EPROTO, "hold count out of range: %.40s", r->str);
+        }
+        *out = neg ? v : -v;
     } else {
         return shape(r);
     }

@@ -182,7 +182,11 @@ rlock_status rlock__error_reply(const redisReply *r)
     const char *s = r && r->str ? r->str : "";
     bool auth = starts(s, "NOAUTH") || starts(s, "WRONGPASS") || starts(s, "ERR invalid password") ||
                 starts(s, "ERR AUTH") || starts(s, "ERR Client sent AUTH");
-    return rlock__fail(auth ? RLOCK_EAUTH : RLOCK_EREDIS, "%.200s", s);
+    /* An ACL refusal: NOPERM for a command, and, from inside a script,
+     * Redis 7.0's "ERR The user executing the script can't ..." (7.2 says
+     * NOPERM there too). Either way the command did not run. */
+    bool perm = starts(s, "NOPERM") || starts(s, "ERR The user executing the script can't");
+    return rlock__fail(auth ? RLOCK_EAUTH : perm ? RLOCK_EPERM : RLOCK_EREDIS, "%.200s", s);
 }
 
 /* AUTH, SELECT and CLIENT SETNAME in one round trip, by deadline_ms. */
@@ -239,7 +243,7 @@ static rlock_status hello(rlock_client *c, redisContext *ctx, int64_t deadline_m
         } else if (i == select_at) {
             /* The db of the URL is configuration the server refuses. */
             st = rlock__error_reply(replies[i]);
-            if (st != RLOCK_EAUTH) {
+            if (st != RLOCK_EAUTH && st != RLOCK_EPERM) {
                 st = rlock__fail(RLOCK_EINVAL, "SELECT %s: %.200s", db, replies[i]->str);
             }
         } else if (starts(replies[i]->str, "NOAUTH")) {

@@ -41,7 +41,8 @@ rlock_status rlock__conn_call(rlock__conn *conn, int argc, const char **argv,
 /* Whether an error reply says the server did not run the command and will
  * be able to soon (LOADING, BUSY, TRYAGAIN, CLUSTERDOWN, MASTERDOWN). */
 bool rlock__transient(const redisReply *r);
-/* RLOCK_EAUTH for NOAUTH/WRONGPASS-like replies, else RLOCK_EREDIS; the
+/* RLOCK_EAUTH for NOAUTH/WRONGPASS-like replies, RLOCK_EPERM for ACL
+ * refusals (NOPERM, or a script's command refused), else RLOCK_EREDIS; the
  * reply's text becomes the error detail. */
 rlock_status rlock__error_reply(const redisReply *r);
 
@@ -124,9 +125,10 @@ typedef struct rlock__call {
 
 /* Runs one call on the node of its key: borrows (a reconnect included),
  * sends (EVALSHA, then EVAL on NOSCRIPT), and retries transient error
- * replies with backoff, all by deadline_ms. On RLOCK_OK *reply is set; it
- * may be an error reply other than a transient one, for the caller to map
- * (rlock__error_reply). */
+ * replies with backoff until deadline_ms; still transient then, it returns
+ * RLOCK_EIO (the server's text as the detail). On RLOCK_OK *reply is set;
+ * it may be an error reply other than a transient one, for the caller to
+ * map (rlock__error_reply). */
 rlock_status rlock__run(struct rlock_client *c, const rlock__call *call, redisReply **reply,
                         int64_t deadline_ms);
 /* Runs n calls of one group pipelined on one connection (the watchdog's

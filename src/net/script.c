@@ -111,9 +111,17 @@ rlock_status rlock__run(rlock_client *c, const rlock__call *call, redisReply **r
         if (st != RLOCK_OK || !rlock__transient(*reply)) {
             return st;
         }
-        /* Not run: wait and send again while the budget lasts; past it the
-         * caller sees the server's own reply (RLOCK_EREDIS, "LOADING"). */
+        /* Not run: wait and send again while the budget lasts. Past it,
+         * the server could not run commands for that long: that is
+         * RLOCK_EIO, the status the acquire loop retries for
+         * retry_timeout_ms as it does a dropped link (a restart loading a
+         * large dataset outlasts any command timeout), with the server's
+         * text as the detail. The call provably did not run, so a resend
+         * (an unlock with the same request id) is safe. */
         if (rlock__now_ms() + backoff >= deadline_ms || rlock__closing(c)) {
+            st = rlock__fail(RLOCK_EIO, "%.200s", (*reply)->str);
+            freeReplyObject(*reply);
+            *reply = NULL;
             return st;
         }
         freeReplyObject(*reply);

@@ -120,6 +120,9 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
                     rlock__hold_ttl_may(c, l->name, l->namelen, tid, sent, lease);
                 }
             }
+            /* A wake-up that arrives while this attempt is in flight was
+             * not used by it (Redis may have run it before the release). */
+            uint64_t mark = q.w ? rlock__chan_mark(c, q.ch) : 0;
             st = k->attempt(l, owner, lease, held, rid, resend, &a, sent + cmd_ms);
             if (st == RLOCK_OK && a.what == RLOCK__TAKEN) {
                 /* The TTL was set by whichever copy ran: no earlier than
@@ -158,7 +161,7 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
                 io_since = -1;
                 io_sleep = 0;
                 if (q.w) {
-                    rlock__chan_used_wake(c, q.ch, q.w);
+                    rlock__chan_used_wake(c, q.ch, q.w, mark);
                     rlock__chan_saw_lease(c, q.ch, q.w, lease_end);
                 }
             } else if (st == RLOCK_EIO || st == RLOCK_ETIMEDOUT) {
@@ -209,7 +212,7 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
             rlock__waiter_set_cancel(q.w, cancel);
             rlock_status ws = rlock__chan_wait_subscribed(
                 c, q.ch, q.w, rlock__min_deadline(deadline, now + c->cfg.subscribe_timeout_ms));
-            if (ws == RLOCK_ECLOSED || ws == RLOCK_ECANCELED) {
+            if (ws != RLOCK_OK && ws != RLOCK_ETIMEDOUT) { /* closed, cancelled, EPERM */
                 st = ws;
                 break;
             }

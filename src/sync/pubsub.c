@@ -47,8 +47,16 @@ typedef struct rlock__waiter {
     pthread_cond_t cv;
     bool woken; /* a wake-up arrived since it last slept */
     bool owes;  /* it holds a release's wake-up that no attempt used yet */
+    uint64_t owed_at; /* the channel's wake sequence when it was given */
     rlock_cancel *cancel;
 } rlock__waiter;
+
+/* One (un)subscribe sent and not yet answered. Its entry stays while the
+ * answer is due (outstanding > 0), and a reset empties the ring first. */
+struct rlock__sent {
+    rlock__chan *ch;
+    bool sub;
+};
 
 struct rlock__chan {
     rlock__map_node node; /* key = channel */
@@ -58,6 +66,11 @@ struct rlock__chan {
     int64_t permits;
     int64_t idle_since;
     int64_t hint_until; /* holder's lease end as the latest failed attempt saw it */
+    /* Counts release messages; a waiter notes it before an attempt, so a
+     * wake-up that came after the note is not taken as used by an attempt
+     * that Redis ran before the release (see rlock__chan_used_wake). */
+    uint64_t wake_seq;
+    uint64_t permit_seq; /* wake_seq of the latest message kept as a permit */
     rlock__wake wake;
     rlock__waiter *head, *tail;
     pthread_cond_t sub_cv; /* subscription confirmed or state reset */
@@ -65,6 +78,9 @@ struct rlock__chan {
     bool sent_sub;         /* the last command sent was SUBSCRIBE */
     bool confirmed;
     bool was_reset; /* subscription lost: wake everyone once it is back */
+    /* The server refused the last SUBSCRIBE (an ACL without the channel):
+     * waiters return this status instead of sleeping on leases. */
+    rlock_status refused;
     bool in_dirty;
     rlock__chan *dirty_next;
 };
@@ -86,18 +102,23 @@ static void mark_dirty(rlock_client *c, rlock__chan *ch)
     }
 }
 
+/* A release's wake-up for the oldest waiter not already awake (one in the
+ * middle of an attempt is not: it slept and was woken before), or a permit
+ * for the next to sleep. */
 static void wake_one(rlock__chan *ch)
 {
     for (rlock__waiter *w = ch->head; w; w = w->next) {
         if (!w->woken) {
             w->woken = true;
             w->owes = true;
+            w->owed_at = ch->wake_seq;
             pthread_cond_signal(&w->cv);
             return;
         }
     }
     if (ch->permits < MAX_PERMITS) {
         ch->permits++;
+        ch->permit_seq = ch->wake_seq;
     }
 }
 
@@ -107,7 +128,10 @@ static void wake_all_as(rlock__chan *ch, bool release)
 {
     for (rlock__waiter *w = ch->head; w; w = w->next) {
         w->woken = true;
-        w->owes = w->owes || release;
+        if (release) {
+            w->owes = true;
+            w->owed_at = ch->wake_seq;
+        }
         pthread_cond_signal(&w->cv);
     }
     pthread_cond_broadcast(&ch->sub_cv);
@@ -116,6 +140,39 @@ static void wake_all_as(rlock__chan *ch, bool release)
 static void wake_all(rlock__chan *ch)
 {
     wake_all_as(ch, false);
+}
+
+static bool sent_push(rlock_client *c, rlock__chan *ch, bool sub)
+{
+    if (c->ps_sent_n == c->ps_sent_cap) {
+        size_t cap = c->ps_sent_cap ? c->ps_sent_cap * 2 : 16;
+        rlock__sent *v = malloc(cap * sizeof *v);
+        if (!v) {
+            return false;
+        }
+        for (size_t i = 0; i < c->ps_sent_n; i++) {
+            v[i] = c->ps_sent[(c->ps_sent_head + i) % c->ps_sent_cap];
+        }
+        free(c->ps_sent);
+        c->ps_sent = v;
+        c->ps_sent_cap = cap;
+        c->ps_sent_head = 0;
+    }
+    c->ps_sent[(c->ps_sent_head + c->ps_sent_n) % c->ps_sent_cap] = (rlock__sent){ch, sub};
+    c->ps_sent_n++;
+    return true;
+}
+
+/* The oldest unanswered command; false when none is due. */
+static bool sent_pop(rlock_client *c, rlock__sent *out)
+{
+    if (c->ps_sent_n == 0) {
+        return false;
+    }
+    *out = c->ps_sent[c->ps_sent_head];
+    c->ps_sent_head = (c->ps_sent_head + 1) % c->ps_sent_cap;
+    c->ps_sent_n--;
+    return true;
 }
 
 static void free_chan(rlock_client *c, rlock__chan *ch)
@@ -154,9 +211,11 @@ static rlock_status chan_ref(rlock_client *c, const char *channel, size_t len, r
     }
     if (ch->refs++ == 0) {
         /* Messages kept while nobody waited are stale: the first waiter
-         * retries after subscribing anyway. */
+         * retries after subscribing anyway. A refusal too: the
+         * subscription is asked for again (the ACL may have changed). */
         ch->permits = 0;
         ch->hint_until = -1;
+        ch->refused = RLOCK_OK;
         if (!ch->sent_sub) {
             mark_dirty(c, ch);
         }
@@ -165,13 +224,17 @@ static rlock_status chan_ref(rlock_client *c, const char *channel, size_t len, r
     return RLOCK_OK;
 }
 
-static rlock_status waiter_status(rlock_client *c, rlock__waiter *w)
+static rlock_status waiter_status(rlock_client *c, rlock__chan *ch, rlock__waiter *w)
 {
     if (c->ps_stop) {
         return rlock__fail(RLOCK_ECLOSED, "the client is closing");
     }
     if (rlock__cancelled(w->cancel)) {
         return rlock__fail(RLOCK_ECANCELED, "the wait was cancelled");
+    }
+    if (ch->refused != RLOCK_OK) {
+        return rlock__fail(ch->refused, "the server refused SUBSCRIBE %.100s%s", ch->name,
+                           ch->refused == RLOCK_EPERM ? " (its ACL denies the channel)" : "");
     }
     return RLOCK_OK;
 }
@@ -181,14 +244,14 @@ rlock_status rlock__chan_wait_subscribed(rlock_client *c, rlock__chan *ch, rlock
 {
     rlock_status st = RLOCK_OK;
     pthread_mutex_lock(&c->ps_mu);
-    while (!ch->confirmed && (st = waiter_status(c, w)) == RLOCK_OK) {
+    while (!ch->confirmed && (st = waiter_status(c, ch, w)) == RLOCK_OK) {
         if (!rlock__cond_wait_until(&ch->sub_cv, &c->ps_mu, deadline_ms)) {
             st = RLOCK_ETIMEDOUT;
             break;
         }
     }
     if (st == RLOCK_OK || st == RLOCK_ETIMEDOUT) {
-        rlock_status ws = waiter_status(c, w);
+        rlock_status ws = waiter_status(c, ch, w);
         st = ws != RLOCK_OK ? ws : st;
     }
     pthread_mutex_unlock(&c->ps_mu);
@@ -219,11 +282,25 @@ void rlock__chan_saw_lease(rlock_client *c, rlock__chan *ch, rlock__waiter *w, i
     pthread_mutex_unlock(&c->ps_mu);
 }
 
-void rlock__chan_used_wake(rlock_client *c, rlock__chan *ch, rlock__waiter *w)
+uint64_t rlock__chan_mark(rlock_client *c, rlock__chan *ch)
+{
+    pthread_mutex_lock(&c->ps_mu);
+    uint64_t mark = ch->wake_seq;
+    pthread_mutex_unlock(&c->ps_mu);
+    return mark;
+}
+
+void rlock__chan_used_wake(rlock_client *c, rlock__chan *ch, rlock__waiter *w, uint64_t mark)
 {
     (void)ch;
     pthread_mutex_lock(&c->ps_mu);
-    w->owes = false;
+    /* A wake-up given after the mark may be for a release that Redis ran
+     * after this attempt: the attempt did not use it. It stays owed (the
+     * waiter is still woken, so it retries at once, and passes it on if
+     * it leaves now). At worst one more attempt that answers "held". */
+    if (w->owed_at <= mark) {
+        w->owes = false;
+    }
     pthread_mutex_unlock(&c->ps_mu);
 }
 
@@ -313,9 +390,10 @@ rlock_status rlock__chan_sleep(rlock_client *c, rlock__chan *ch, rlock__waiter *
         ch->permits--;
         w->woken = true;
         w->owes = true;
+        w->owed_at = ch->permit_seq;
     }
     rlock_status st;
-    while (!w->woken && (st = waiter_status(c, w)) == RLOCK_OK) {
+    while (!w->woken && (st = waiter_status(c, ch, w)) == RLOCK_OK) {
         /* At the latest when the holder's lease ends as this process last
          * saw it: the hint may shorten while this waiter sleeps. */
         int64_t until = rlock__min_deadline(deadline_ms, ch->hint_until);
@@ -324,7 +402,7 @@ rlock_status rlock__chan_sleep(rlock_client *c, rlock__chan *ch, rlock__waiter *
         }
     }
     w->woken = false;
-    st = waiter_status(c, w);
+    st = waiter_status(c, ch, w);
     pthread_mutex_unlock(&c->ps_mu);
     return st;
 }
@@ -345,6 +423,8 @@ static void reset_all(rlock__map_node *n, void *arg)
 /* Called with ps_mu held after the connection was lost or re-made. */
 static void connection_reset(rlock_client *c)
 {
+    c->ps_sent_n = 0; /* nothing is due on a new connection */
+    c->ps_sent_head = 0;
     rlock__map_each(&c->chans, reset_all, NULL);
     /* Rebuild the dirty list from scratch: every referenced channel must
      * be subscribed again; unreferenced ones are dropped. */
@@ -379,6 +459,26 @@ static void sweep_one(rlock__map_node *n, void *arg)
     rlock__chan *ch = (rlock__chan *)n;
     if (ch->refs == 0 && ch->sent_sub && s->now - ch->idle_since >= LINGER_MS) {
         mark_dirty(s->c, ch);
+    }
+}
+
+/* Frees the entries whose SUBSCRIBE was refused once their last waiter
+ * has left (nothing is subscribed, nothing due). ps_mu held. */
+static void drop_refused(rlock_client *c)
+{
+    for (size_t i = 0; i < c->chans.nslots; i++) {
+        rlock__map_node **p = &c->chans.slots[i];
+        while (*p) {
+            rlock__chan *ch = (rlock__chan *)*p;
+            if (ch->refused != RLOCK_OK && ch->refs == 0 && !ch->sent_sub &&
+                ch->outstanding == 0 && !ch->in_dirty) {
+                *p = (*p)->next;
+                c->chans.count--;
+                free_chan(c, ch);
+                continue;
+            }
+            p = &(*p)->next;
+        }
     }
 }
 
@@ -436,7 +536,11 @@ static void flush_dirty(rlock_client *c, outbuf *o)
         size_t lens[2] = {want ? 9u : 11u, ch->len};
         char *cmd = NULL;
         long long n = redisFormatCommandArgv(&cmd, 2, argv, lens);
-        bool ok = n > 0 && cmd && out_append(o, cmd, (size_t)n);
+        bool ok = n > 0 && cmd && sent_push(c, ch, want);
+        if (ok && !out_append(o, cmd, (size_t)n)) {
+            c->ps_sent_n--; /* not sent after all */
+            ok = false;
+        }
         if (cmd) {
             redisFreeCommand(cmd);
         }
@@ -450,13 +554,50 @@ static void flush_dirty(rlock_client *c, outbuf *o)
     }
 }
 
+/* The server refused the oldest command due: for a SUBSCRIBE (an ACL
+ * without the channel, NOPERM), its waiters are told instead of sleeping
+ * on leases for a message that cannot come. */
+static void on_refusal(rlock_client *c, const redisReply *r)
+{
+    rlock__sent s;
+    if (!sent_pop(c, &s)) {
+        return;
+    }
+    rlock__chan *ch = s.ch;
+    if (ch->outstanding > 0) {
+        ch->outstanding--;
+    }
+    if (s.sub) {
+        rlock_status st = rlock__error_reply(r); /* EPERM, or EREDIS */
+        if (ch->sent_sub && ch->outstanding == 0) {
+            ch->sent_sub = false;
+            ch->confirmed = false;
+            ch->refused = st;
+            wake_all(ch);
+        }
+    }
+    if (ch->outstanding == 0 && !ch->sent_sub && ch->refs == 0 && !ch->in_dirty) {
+        rlock__map_del(&c->chans, &ch->node);
+        free_chan(c, ch);
+    }
+}
+
 void rlock__pubsub_on_reply(rlock_client *c, const redisReply *r)
 {
+    if (r->type == REDIS_REPLY_ERROR) {
+        on_refusal(c, r);
+        return;
+    }
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
         r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING) {
         return;
     }
     const char *kind = r->element[0]->str;
+    bool confirm = strcmp(kind, "subscribe") == 0 || strcmp(kind, "unsubscribe") == 0;
+    if (confirm) {
+        rlock__sent s;
+        sent_pop(c, &s); /* answered: no longer due */
+    }
     rlock__chan *ch =
         (rlock__chan *)rlock__map_get(&c->chans, r->element[1]->str, (size_t)r->element[1]->len);
     if (!ch) {
@@ -464,6 +605,7 @@ void rlock__pubsub_on_reply(rlock_client *c, const redisReply *r)
     }
     if (strcmp(kind, "message") == 0) {
         rlock__stat_add(c, RLOCK_STAT_WAKEUPS, 1);
+        ch->wake_seq++;
         const redisReply *m = r->element[2];
         if ((m->type == REDIS_REPLY_STRING && m->len == 1 && m->str[0] == '1') ||
             ch->wake == RLOCK__WAKE_ALL) {
@@ -471,7 +613,7 @@ void rlock__pubsub_on_reply(rlock_client *c, const redisReply *r)
         } else {
             wake_one(ch);
         }
-    } else if (strcmp(kind, "subscribe") == 0 || strcmp(kind, "unsubscribe") == 0) {
+    } else if (confirm) {
         if (ch->outstanding > 0) {
             ch->outstanding--;
         }
@@ -527,6 +669,7 @@ static void *pubsub_main(void *arg)
         if (ctx && now >= next_sweep) {
             sweep_ctx s = {c, now};
             rlock__map_each(&c->chans, sweep_one, &s);
+            drop_refused(c);
             next_sweep = now + SWEEP_MS;
         }
         bool broken = false;
@@ -589,6 +732,45 @@ static void *pubsub_main(void *arg)
     return NULL;
 }
 
+/* A lock channel nobody publishes to: SUBSCRIBE and UNSUBSCRIBE of it
+ * change nothing for anyone, and tell whether the server's ACL lets this
+ * user wait on lock channels (Redis 7 gives new users no channel at all,
+ * acl-pubsub-default resetchannels). */
+#define PROBE_CHANNEL "redisson_lock__channel:{rlock:acl-probe}"
+
+static rlock_status probe_channels(rlock_client *c)
+{
+    const char *sv[2] = {"SUBSCRIBE", PROBE_CHANNEL}, *uv[2] = {"UNSUBSCRIBE", PROBE_CHANNEL};
+    size_t sl[2] = {9, sizeof PROBE_CHANNEL - 1}, ul[2] = {11, sizeof PROBE_CHANNEL - 1};
+    char *cmds[2] = {NULL, NULL};
+    long long lens[2] = {redisFormatCommandArgv(&cmds[0], 2, sv, sl),
+                         redisFormatCommandArgv(&cmds[1], 2, uv, ul)};
+    redisReply *rep[2] = {NULL, NULL};
+    rlock_status st = RLOCK_ENOMEM;
+    if (lens[0] > 0 && lens[1] > 0 && cmds[0] && cmds[1]) {
+        rlock__conn conn = {c->ps_ctx, true, false};
+        st = rlock__conn_exchange(&conn, 2, cmds, lens, rep,
+                                  rlock__now_ms() + c->cfg.command_timeout_ms, -1);
+    } else {
+        rlock__fail(st, "out of memory for a command");
+    }
+    if (st == RLOCK_OK && rep[0]->type == REDIS_REPLY_ERROR &&
+        rlock__error_reply(rep[0]) == RLOCK_EPERM) {
+        /* Any other refusal (a proxy without pub/sub) leaves waiters to
+         * sleep on leases, as before. */
+        st = rlock__fail(RLOCK_EPERM, "SUBSCRIBE %s: %.200s", PROBE_CHANNEL, rep[0]->str);
+    }
+    for (int i = 0; i < 2; i++) {
+        if (rep[i]) {
+            freeReplyObject(rep[i]);
+        }
+        if (cmds[i]) {
+            redisFreeCommand(cmds[i]);
+        }
+    }
+    return st;
+}
+
 rlock_status rlock__pubsub_start(rlock_client *c)
 {
     /* The first connection is made here, by the caller of
@@ -597,7 +779,14 @@ rlock_status rlock__pubsub_start(rlock_client *c)
      * rlock_client_new() cannot catch the thread half-way through a
      * connect (whose memory the child could not free). */
     rlock_status st = rlock__connect(c, &c->ps_ctx, -1);
+    if (st == RLOCK_OK) {
+        st = probe_channels(c);
+    }
     if (st != RLOCK_OK) {
+        if (c->ps_ctx) {
+            redisFree(c->ps_ctx);
+            c->ps_ctx = NULL;
+        }
         return st;
     }
     pthread_mutex_init(&c->ps_mu, NULL);
@@ -668,6 +857,8 @@ void rlock__pubsub_free(rlock_client *c)
         }
     }
     rlock__map_destroy(&c->chans);
+    free(c->ps_sent);
+    c->ps_sent = NULL;
     close(c->wake_pipe[0]);
     close(c->wake_pipe[1]);
     if (c->pid == getpid()) {

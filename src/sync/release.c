@@ -56,8 +56,9 @@ static bool trusted(rlock_client *c, int64_t first_sent)
 
 /* Sends the release with rid; after a transport error once more with the
  * same id (the latch makes that safe). *once: answered at the first send;
- * *left: a copy may have reached Redis (RLOCK_EPOOL and RLOCK_ENOMEM mean
- * the request never left). */
+ * *left: a copy may have run (RLOCK_EPOOL and RLOCK_ENOMEM mean it never
+ * left; RLOCK_EPERM, an ACL refusal, that it ran nothing: the unlock
+ * scripts publish before any write). */
 static rlock_status send_release(rlock *l, const char *owner, const char *rid, int64_t lease_ms,
                                  rlock__released *out, bool *once, bool *left)
 {
@@ -67,7 +68,7 @@ static rlock_status send_release(rlock *l, const char *owner, const char *rid, i
         st = l->kind->release(l, owner, rid, lease_ms, out,
                               rlock__now_ms() + l->c->cfg.command_timeout_ms);
         *once = tries == 0;
-        *left = *left || (st != RLOCK_EPOOL && st != RLOCK_ENOMEM);
+        *left = *left || (st != RLOCK_EPOOL && st != RLOCK_ENOMEM && st != RLOCK_EPERM);
         if (st != RLOCK_EIO && st != RLOCK_ETIMEDOUT) {
             break;
         }

@@ -48,9 +48,16 @@ bool rlock__chan_queued(struct rlock_client *c, const char *channel, size_t len)
  * (-1: no expiry): the hint for newcomers is replaced, never stretched. */
 void rlock__chan_saw_lease(struct rlock_client *c, rlock__chan *ch, rlock__waiter *w,
                            int64_t until_ms);
-/* The attempt after a wake-up found the lock held elsewhere: the wake-up
- * was used, and its holder's release will wake the queue again. */
-void rlock__chan_used_wake(struct rlock_client *c, rlock__chan *ch, rlock__waiter *w);
+/* Notes the channel's wake sequence; taken before each attempt of a queued
+ * waiter and handed to rlock__chan_used_wake() after it. */
+uint64_t rlock__chan_mark(struct rlock_client *c, rlock__chan *ch);
+/* The attempt sent after mark found the lock held elsewhere: a wake-up
+ * given before mark was used (the holder's release will wake the queue
+ * again). One given after mark was not: the release it stands for may
+ * have run after the attempt, so it stays owed; the waiter retries at once
+ * and, if it leaves instead, passes it on. */
+void rlock__chan_used_wake(struct rlock_client *c, rlock__chan *ch, rlock__waiter *w,
+                           uint64_t mark);
 /* Sleeps until a release message wakes this waiter, a reconnect, a
  * cancellation or deadline_ms (< 0: none). Returns RLOCK_OK, RLOCK_ECLOSED
  * or RLOCK_ECANCELED. */
