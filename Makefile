@@ -53,7 +53,7 @@ BENCH_SRC:= $(wildcard bench/*.c)
 
 FORCE:
 
-.PHONY: FORCE docs-check all lib check test test-lists demo bench bench-peers clean asan \
+.PHONY: FORCE docs-check all lib check test test-lists layers demo bench bench-peers clean asan \
         tsan valgrind symbols format deps soak fuzz coverage
 
 all: lib $(B)/rlock $(B)/rlock-bench $(EX_BIN)
@@ -143,10 +143,14 @@ deps:
 # Test timing scales with RLOCK_TEST_TIME_MULTIPLIER (test/harness.h): 1
 # here, raised below for the slower sanitizer and valgrind builds.
 check: deps
-	$(MAKE) all $(TEST_BIN) symbols docs-check test-lists
+	$(MAKE) all $(TEST_BIN) symbols layers docs-check test-lists
 	sh scripts/run-tests.sh $(B) $(TEST_BIN)
 
 test: check
+
+# Calls between the engine's layers only point down (docs/engine.md).
+layers: lib
+	sh scripts/check-layers.sh $(B)
 
 # Both runners (Criterion, test/lite) must know the same tests.
 test-lists: $(TEST_BIN) $(LITE_LIST_BIN)

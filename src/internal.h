@@ -17,7 +17,10 @@
  * kinds/: it reports a lost hold through the hook the client carries
  * (lost_fn), which client.c sets. The client object (object.h) is shared
  * by all layers; core/ includes only that header, so the compiler keeps it
- * from calling up.
+ * from calling up. sync/ calls a lock kind only through the table it
+ * declares (rlock__kind, sync/sync.h) and kinds/ fill. scripts/
+ * check-layers.sh (make layers, part of make check) fails on any call
+ * that points up.
  *
  * Nothing here is installed. Internal non-static names carry the rlock__
  * prefix. */

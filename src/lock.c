@@ -11,39 +11,6 @@ static bool time_ok(int64_t v, bool allow_zero)
     return v == -1 || (v >= (allow_zero ? 0 : 1) && v <= RLOCK_MAX_TIME_MS);
 }
 
-rlock_status rlock__handle_init(rlock *l, rlock_client *c, const rlock__kind *kind,
-                                const char *name, size_t len)
-{
-    memset(l, 0, sizeof *l);
-    l->c = c;
-    l->kind = kind;
-    l->namelen = len;
-    l->name = malloc(len + 1);
-    if (l->name) {
-        memcpy(l->name, name, len);
-        l->name[len] = '\0';
-    }
-    l->channel = rlock__prefixed("redisson_lock__channel", name, len, "", &l->chanlen);
-    l->latch_prefix =
-        rlock__prefixed("redisson_unlock_latch", name, len, ":", &l->latch_prefix_len);
-    l->acq_latch_prefix =
-        rlock__prefixed("rlock_acquire_latch", name, len, ":", &l->acq_latch_prefix_len);
-    if (!l->name || !l->channel || !l->latch_prefix || !l->acq_latch_prefix) {
-        rlock__handle_fini(l);
-        return rlock__fail(RLOCK_ENOMEM, "out of memory for a handle");
-    }
-    return RLOCK_OK;
-}
-
-void rlock__handle_fini(rlock *l)
-{
-    free(l->name);
-    free(l->channel);
-    free(l->latch_prefix);
-    free(l->acq_latch_prefix);
-    l->name = l->channel = l->latch_prefix = l->acq_latch_prefix = NULL;
-}
-
 RLOCK_API rlock_status rlock_new(rlock_client *c, const char *name, rlock **out)
 {
     if (!c || !name || !out || name[0] == '\0') {

@@ -139,7 +139,7 @@ typedef void (*rlock__lost_fn)(void *arg, const char *name, size_t len, uint64_t
  * "send time + TTL" never outlives the key. Never the max of what we
  * believe: a re-entry with a long lease under a watchdog hold is cut back
  * to the watchdog's lease by the next renewal. */
-struct rlock__script; /* net/net.h: the script that renews a hold */
+struct rlock__kind; /* sync/sync.h: the lock kind, opaque here */
 typedef struct rlock__holder {
     struct rlock__holder *next; /* the next holder of the same name */
     /* The other records of the same thread (its rlock__thread_holds), so
@@ -158,7 +158,7 @@ typedef struct rlock__holder {
                            that ran last: the latest send time applied */
     int64_t settled_ms; /* when the latest TTL-setting request was confirmed:
                            a request sent after it ran after all of them */
-    const struct rlock__script *renew; /* the kind's renewal script */
+    const struct rlock__kind *kind; /* how to renew and settle it */
     uint64_t epoch;     /* changes with every first acquisition */
     bool lost;          /* Redis no longer has it (renewal, re-entry) */
     bool in_round;      /* a renewal round in flight includes this hold */
@@ -204,16 +204,18 @@ typedef struct rlock__hold_view {
 rlock_status rlock__holds_init(struct rlock_client *c);
 void rlock__holds_free(struct rlock_client *c);
 /* The record of (name, tid), created with count 0 if missing (so that
- * recording a successful acquire can never fail for memory). */
+ * recording a successful acquire can never fail for memory), of the given
+ * kind (what settles a doubt about it, even after its thread is gone). */
 rlock_status rlock__hold_prepare(struct rlock_client *c, const char *name, size_t len,
-                                 uint64_t tid);
+                                 uint64_t tid, const struct rlock__kind *kind);
 void rlock__hold_view_of(struct rlock_client *c, const char *name, size_t len, uint64_t tid,
                          rlock__hold_view *v);
 /* An acquire sent at sent_ms ran: count + 1; a first one starts a new
  * epoch. The lease (RLOCK_WATCHDOG or an explicit one) sets the deadline;
- * a watchdog-mode level is renewed with renew until it is released. */
+ * a watchdog-mode level is renewed with its kind's script until it is
+ * released. */
 void rlock__hold_acquired(struct rlock_client *c, const char *name, size_t len, uint64_t tid,
-                          int64_t lease_ms, int64_t sent_ms, const struct rlock__script *renew);
+                          int64_t lease_ms, int64_t sent_ms, const struct rlock__kind *kind);
 /* An unlock sent at sent_ms ran: all = the key is gone for us (forget),
  * else count - 1 and the TTL it set (the view's lease_ms) sets the
  * deadline. The answer to an unanswered unlock resent with its id counts

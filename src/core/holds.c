@@ -168,7 +168,8 @@ void rlock__holds_free(rlock_client *c)
     }
 }
 
-rlock_status rlock__hold_prepare(rlock_client *c, const char *name, size_t len, uint64_t tid)
+rlock_status rlock__hold_prepare(rlock_client *c, const char *name, size_t len, uint64_t tid,
+                                 const struct rlock__kind *kind)
 {
     pthread_mutex_lock(&c->hold_mu);
     rlock__hold *h = find_hold(c, name, len);
@@ -195,6 +196,7 @@ rlock_status rlock__hold_prepare(rlock_client *c, const char *name, size_t len, 
     rlock__holder *found = find_holder(h, tid);
     if (found) {
         found->acquiring = true;
+        found->kind = kind;
     } else {
         rlock__holder *x = calloc(1, sizeof *x);
         if (!x) {
@@ -208,6 +210,7 @@ rlock_status rlock__hold_prepare(rlock_client *c, const char *name, size_t len, 
         x->tid = tid;
         x->expires_ms = -1;
         x->acquiring = true;
+        x->kind = kind;
         x->hold = h;
         if (link_thread(c, x) != RLOCK_OK) {
             free(x);
@@ -297,7 +300,7 @@ void rlock__hold_view_of(rlock_client *c, const char *name, size_t len, uint64_t
 }
 
 void rlock__hold_acquired(rlock_client *c, const char *name, size_t len, uint64_t tid,
-                          int64_t lease_ms, int64_t sent_ms, const rlock__script *renew)
+                          int64_t lease_ms, int64_t sent_ms, const struct rlock__kind *kind)
 {
     pthread_mutex_lock(&c->hold_mu);
     rlock__holder *x = find(c, name, len, tid);
@@ -314,7 +317,7 @@ void rlock__hold_acquired(rlock_client *c, const char *name, size_t len, uint64_
             x->expires_ms = -1; /* a new hold: nothing before it counts */
         }
         x->count++;
-        x->renew = renew;
+        x->kind = kind;
         if (lease_ms == RLOCK_WATCHDOG) {
             /* Renewed while this level or one below it is held. */
             if (x->wd_depth == 0) {

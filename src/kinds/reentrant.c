@@ -9,11 +9,6 @@
 
 #include "internal.h"
 
-void rlock__owner(const rlock_client *c, uint64_t tid, char *buf)
-{
-    snprintf(buf, RLOCK__OWNER_MAX, "%s:%llu", c->id, (unsigned long long)tid);
-}
-
 /* ---- reply parsers (fuzzed by fuzz/fuzz_replies.c) -------------------- */
 
 static rlock_status shape(const redisReply *r)
@@ -95,30 +90,7 @@ rlock_status rlock__parse_int(const redisReply *r, int64_t *out)
     return RLOCK_OK;
 }
 
-void rlock__parse_renewal(const redisReply *r, size_t k, int8_t *res)
-{
-    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != k) {
-        return;
-    }
-    for (size_t i = 0; i < k; i++) {
-        if (r->element[i]->type == REDIS_REPLY_INTEGER) {
-            res[i] = r->element[i]->integer ? 1 : 0;
-        }
-    }
-}
-
 /* ---- operations ------------------------------------------------------ */
-
-char *rlock__latch_key(const char *prefix, size_t prefix_len, const char *rid, size_t *len)
-{
-    char *k = malloc(prefix_len + 33);
-    if (k) {
-        memcpy(k, prefix, prefix_len);
-        memcpy(k + prefix_len, rid, 33);
-        *len = prefix_len + 32;
-    }
-    return k;
-}
 
 static rlock_status attempt(rlock *l, const char *owner, int64_t lease_ms, int64_t held,
                             const char *rid, bool resend, rlock__attempt *out,

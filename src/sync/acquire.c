@@ -57,7 +57,7 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
     if (rlock__cancelled(cancel)) {
         return rlock__fail(RLOCK_ECANCELED, "the wait was cancelled");
     }
-    rlock_status st = rlock__hold_prepare(c, l->name, l->namelen, tid);
+    rlock_status st = rlock__hold_prepare(c, l->name, l->namelen, tid, k);
     if (st != RLOCK_OK) {
         return st;
     }
@@ -127,7 +127,7 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
             if (st == RLOCK_OK && a.what == RLOCK__TAKEN) {
                 /* The TTL was set by whichever copy ran: no earlier than
                  * the first send. */
-                rlock__hold_acquired(c, l->name, l->namelen, tid, lease_ms, first_sent, k->renew);
+                rlock__hold_acquired(c, l->name, l->namelen, tid, lease_ms, first_sent, k);
                 if (!resend) {
                     queue_acquire_latch(l, rid);
                 }

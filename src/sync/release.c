@@ -264,6 +264,7 @@ typedef struct doubt {
     char *name;
     size_t len;
     uint64_t tid;
+    const rlock__kind *kind;
 } doubt;
 
 typedef struct doubts {
@@ -276,7 +277,7 @@ static void collect_doubt(rlock__map_node *node, void *arg)
     doubts *d = arg;
     rlock__hold *h = (rlock__hold *)node;
     for (rlock__holder *x = h->holders; x; x = x->next) {
-        if (!x->suspect && !x->pending) {
+        if ((!x->suspect && !x->pending) || !x->kind) {
             continue;
         }
         if (d->n == d->cap) {
@@ -293,7 +294,7 @@ static void collect_doubt(rlock__map_node *node, void *arg)
             return;
         }
         memcpy(name, h->name, h->namelen + 1);
-        d->v[d->n++] = (doubt){name, h->namelen, x->tid};
+        d->v[d->n++] = (doubt){name, h->namelen, x->tid, x->kind};
     }
 }
 
@@ -306,7 +307,7 @@ void rlock__settle_all(rlock_client *c, int64_t deadline_ms)
     for (size_t i = 0; i < d.n; i++) {
         rlock l;
         if (rlock__now_ms() < deadline_ms &&
-            rlock__handle_init(&l, c, &rlock__kind_reentrant, d.v[i].name, d.v[i].len) ==
+            rlock__handle_init(&l, c, d.v[i].kind, d.v[i].name, d.v[i].len) ==
                 RLOCK_OK) {
             rlock__settle(&l, d.v[i].tid, true, deadline_ms);
             rlock__handle_fini(&l);

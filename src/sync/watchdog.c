@@ -81,6 +81,19 @@ void rlock__latch_garbage(rlock_client *c, char *key, size_t len)
     pthread_mutex_unlock(&c->hold_mu);
 }
 
+/* A renewal reply (the contract in sync.h's rlock__kind.renew). */
+void rlock__parse_renewal(const redisReply *r, size_t k, int8_t *res)
+{
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != k) {
+        return;
+    }
+    for (size_t i = 0; i < k; i++) {
+        if (r->element[i]->type == REDIS_REPLY_INTEGER) {
+            res[i] = r->element[i]->integer ? 1 : 0;
+        }
+    }
+}
+
 /* ---- a renewal round ------------------------------------------------- */
 
 typedef struct renewal {
@@ -126,7 +139,7 @@ static void collect(rlock__map_node *node, void *arg)
         r->tid = x->tid;
         r->epoch = x->epoch;
         r->group = s->c->topo->group_of(h->name, h->namelen);
-        r->script = x->renew ? x->renew : &rlock__script_renew;
+        r->script = x->kind->renew;
         rlock__owner(s->c, x->tid, r->owner);
         x->in_round = true;
         s->earliest = rlock__min_deadline(s->earliest, x->expires_ms);
