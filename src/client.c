@@ -173,7 +173,7 @@ RLOCK_API void rlock_client_free(rlock_client *c)
 
     /* An acquire that ran after its reply was lost, an unlock that got no
      * answer: settle them now, or the lock stays held for a lease. */
-    rlock__settle_all(c, rlock__now_ms() + 2 * c->cfg.command_timeout_ms);
+    rlock__settle_all(c, rlock__now_ms() + 2 * c->cfg.command_timeout_ms, false);
     rlock__watchdog_stop(c);
     rlock__callbacks_stop(c);
     rlock__holds_free(c);

@@ -45,6 +45,10 @@ struct rlock_client {
     size_t cap_latches;
     int64_t latch_since_ms;
     bool wd_stop;
+    /* Records of exited threads carry a doubt to settle (orphan), tried
+     * by the watchdog at orphans_at. */
+    bool wd_orphans;
+    int64_t orphans_at;
     bool wd_running;
     pthread_t wd_thread;
 

@@ -805,3 +805,51 @@ Test(exact, unlock_that_never_left_the_pool_keeps_renewing, .timeout = 120)
     free(other);
     free(name);
 }
+
+/* Issue 14, finding 12 carried further: a thread that exits with an
+ * acquire in doubt leaves it to the watchdog, which abandons it as soon as
+ * Redis answers, without waiting for rlock_client_free() (a late acquire
+ * with a long explicit lease would otherwise hold the lock that long). */
+typedef struct doubtful {
+    rlock *l;
+    rlock_status st;
+} doubtful;
+
+static void *doubtful_main(void *arg)
+{
+    doubtful *d = arg;
+    d->st = rlock_try_lock(d->l, 0, 120000);
+    return NULL; /* exits with the acquire in doubt */
+}
+
+Test(exact, exited_threads_doubt_is_settled_before_the_close, .timeout = 60)
+{
+    rlock_client *c = client_at(th_port(), 300, 10000);
+    char *name = th_name("orphandoubt");
+    rlock *l;
+    th_ok(rlock_new(c, name, &l));
+    th_ok(rlock_lock(l, 60000)); /* scripts cached, connection made */
+    th_ok(rlock_unlock(l));
+    redisContext *r = th_redis(0);
+    sleeper s;
+    sleep_server(&s, 1500);
+    doubtful d = {l, RLOCK_OK};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, doubtful_main, &d), 0);
+    pthread_join(th, NULL);
+    cr_assert(d.st == RLOCK_ETIMEDOUT || d.st == RLOCK_EIO, "got %s", rlock_status_name(d.st));
+    pthread_join(s.th, NULL);
+    /* The copies sent during the stall ran when the server woke (or were
+     * dropped with their connections); either way, within a few seconds
+     * and with the client still open, nothing of that thread is held. */
+    bool gone = TH_POLL(th_exists(r, name) == 0, th_ms(4000));
+    cr_assert(gone, "the exited thread's late acquire still holds the lock (PTTL %lld)",
+              th_pttl(r, name));
+    uint64_t held = 1;
+    th_ok(rlock_client_stat(c, RLOCK_STAT_HELD, &held));
+    cr_assert_eq(held, 0);
+    redisFree(r);
+    rlock_free(l);
+    rlock_client_free(c);
+    free(name);
+}

@@ -166,6 +166,8 @@ typedef struct rlock__holder {
                            it with suspect_rid (empty: compare hold counts) */
     bool pending;       /* an unlock got no reply: resend pending_rid */
     bool acquiring;     /* its thread is between prepare and the outcome */
+    bool orphan;        /* its thread exited with this doubt: the watchdog
+                           settles it (c->wd_orphans) */
     int64_t pending_sent_ms; /* first send of the unanswered unlock */
     char pending_rid[33];
     int64_t suspect_sent_ms; /* first send of the unanswered acquire */

@@ -532,6 +532,15 @@ void rlock__holds_thread_exit(rlock_client *c, uint64_t tid)
             x->count = 0;
             x->wd_depth = 0;
             x->expires_ms = -1;
+            /* No thread will come back for it: the watchdog settles it
+             * now, not only the close (a late acquire of a long explicit
+             * lease would hold the lock that long). */
+            x->orphan = true;
+            if (!c->wd_orphans) {
+                c->wd_orphans = true;
+                c->orphans_at = rlock__now_ms();
+                pthread_cond_signal(&c->wd_cv);
+            }
             continue;
         }
         rlock__holder_remove(c, h, x);

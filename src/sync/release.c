@@ -270,6 +270,7 @@ typedef struct doubt {
 typedef struct doubts {
     doubt *v;
     size_t n, cap;
+    bool orphans_only;
 } doubts;
 
 static void collect_doubt(rlock__map_node *node, void *arg)
@@ -277,7 +278,7 @@ static void collect_doubt(rlock__map_node *node, void *arg)
     doubts *d = arg;
     rlock__hold *h = (rlock__hold *)node;
     for (rlock__holder *x = h->holders; x; x = x->next) {
-        if ((!x->suspect && !x->pending) || !x->kind) {
+        if ((!x->suspect && !x->pending) || !x->kind || (d->orphans_only && !x->orphan)) {
             continue;
         }
         if (d->n == d->cap) {
@@ -298,21 +299,27 @@ static void collect_doubt(rlock__map_node *node, void *arg)
     }
 }
 
-void rlock__settle_all(rlock_client *c, int64_t deadline_ms)
+bool rlock__settle_all(rlock_client *c, int64_t deadline_ms, bool orphans_only)
 {
-    doubts d = {NULL, 0, 0};
+    doubts d = {NULL, 0, 0, orphans_only};
     pthread_mutex_lock(&c->hold_mu);
     rlock__map_each(&c->holds, collect_doubt, &d);
     pthread_mutex_unlock(&c->hold_mu);
+    bool settled = true;
     for (size_t i = 0; i < d.n; i++) {
         rlock l;
         if (rlock__now_ms() < deadline_ms &&
-            rlock__handle_init(&l, c, d.v[i].kind, d.v[i].name, d.v[i].len) ==
-                RLOCK_OK) {
+            rlock__handle_init(&l, c, d.v[i].kind, d.v[i].name, d.v[i].len) == RLOCK_OK) {
             rlock__settle(&l, d.v[i].tid, true, deadline_ms);
+            rlock__hold_view v;
+            rlock__hold_view_of(c, l.name, l.namelen, d.v[i].tid, &v);
+            settled = settled && !v.suspect && !v.pending;
             rlock__handle_fini(&l);
+        } else {
+            settled = false;
         }
         free(d.v[i].name);
     }
     free(d.v);
+    return settled;
 }

@@ -194,7 +194,9 @@ rlock_status rlock__release(struct rlock *l);
  * with its id). Cheap when nothing is in doubt. */
 rlock_status rlock__settle(struct rlock *l, uint64_t tid, bool pending_too, int64_t deadline_ms);
 /* At close: settles every (name, thread) with something in doubt. */
-void rlock__settle_all(struct rlock_client *c, int64_t deadline_ms);
+/* With orphans_only, only the records of exited threads (the watchdog's
+ * share). Returns false when something is still in doubt. */
+bool rlock__settle_all(struct rlock_client *c, int64_t deadline_ms, bool orphans_only);
 
 /* ---- the watchdog (watchdog.c) --------------------------------------- */
 

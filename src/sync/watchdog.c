@@ -37,6 +37,8 @@
  * per DEL, and at most this long after. */
 #define LATCH_BATCH 256
 #define LATCH_FLUSH_MS 1000
+/* An exited thread's doubt that could not be settled is tried again. */
+#define ORPHAN_RETRY_MS 1000
 
 /* How long before its lease can run out in Redis an unconfirmed hold is
  * reported lost: a tenth of the lease, time enough for the report to
@@ -409,6 +411,20 @@ static void *watchdog_main(void *arg)
             next_round = rlock__now_ms() + period;
             continue;
         }
+        if (c->wd_orphans && now >= c->orphans_at) {
+            /* Exited threads' doubts: settled within the report deadline
+             * this thread owes, else again a second later. */
+            c->wd_orphans = false;
+            pthread_mutex_unlock(&c->hold_mu);
+            int64_t by = rlock__min_deadline(now + c->cfg.command_timeout_ms, tell);
+            bool done = rlock__settle_all(c, by, true);
+            pthread_mutex_lock(&c->hold_mu);
+            if (!done) {
+                c->wd_orphans = true;
+                c->orphans_at = rlock__now_ms() + ORPHAN_RETRY_MS;
+            }
+            continue;
+        }
         if (c->nlatches > 0 &&
             (c->nlatches >= LATCH_BATCH || now - c->latch_since_ms >= LATCH_FLUSH_MS)) {
             /* The flush never keeps this thread from a report it owes. */
@@ -416,6 +432,9 @@ static void *watchdog_main(void *arg)
             continue;
         }
         int64_t until = rlock__min_deadline(next_round, tell);
+        if (c->wd_orphans) {
+            until = rlock__min_deadline(until, c->orphans_at);
+        }
         if (c->nlatches > 0 && c->latch_since_ms + LATCH_FLUSH_MS < until) {
             until = c->latch_since_ms + LATCH_FLUSH_MS;
         }
