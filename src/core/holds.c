@@ -293,6 +293,7 @@ void rlock__hold_view_of(rlock_client *c, const char *name, size_t len, uint64_t
         v->pending_sent_ms = x->pending_sent_ms;
         memcpy(v->pending_rid, x->pending_rid, sizeof v->pending_rid);
         v->suspect_sent_ms = x->suspect_sent_ms;
+        v->suspect_held = x->suspect_held;
         memcpy(v->suspect_rid, x->suspect_rid, sizeof v->suspect_rid);
     }
     v->lease_ms = x ? ttl_below(c, x, x->count - 1) : c->cfg.watchdog_timeout_ms;
@@ -422,6 +423,7 @@ void rlock__hold_set_suspect(rlock_client *c, const char *name, size_t len, uint
         x->suspect = rid != NULL;
         if (rid) {
             x->suspect_sent_ms = sent_ms;
+            x->suspect_held = x->count;
             snprintf(x->suspect_rid, sizeof x->suspect_rid, "%s", rid);
             if (rid[0]) {
                 may_have_told(c, x, sent_ms, ttl_ms);

@@ -119,21 +119,23 @@ static rlock_status attempt(rlock *l, const char *owner, int64_t lease_ms, int64
     return st;
 }
 
-static rlock_status abandon(rlock *l, const char *owner, const char *rid, int64_t lease_ms,
-                            int *out, int64_t deadline_ms)
+static rlock_status abandon(rlock *l, const char *owner, const char *rid, int64_t held,
+                            int64_t lease_ms, int *out, int64_t deadline_ms)
 {
     size_t latchlen;
     char *latch = rlock__latch_key(l->acq_latch_prefix, l->acq_latch_prefix_len, rid, &latchlen);
     if (!latch) {
         return rlock__fail(RLOCK_ENOMEM, "out of memory for a latch key");
     }
-    char lease[24], latch_ttl[24];
+    char lease[24], latch_ttl[24], have[24];
     snprintf(lease, sizeof lease, "%lld", (long long)lease_ms);
     snprintf(latch_ttl, sizeof latch_ttl, "%lld", (long long)rlock__acquire_latch_ttl(l->c));
-    const char *args[8] = {l->name, l->channel, latch, owner, latch_ttl, lease, "0", "publish"};
-    size_t lens[8] = {l->namelen,        l->chanlen,    latchlen, strlen(owner),
-                      strlen(latch_ttl), strlen(lease), 1,        7};
-    rlock__call call = {l->name, l->namelen, &rlock__script_abandon, 3, 8, args, lens};
+    snprintf(have, sizeof have, "%lld", (long long)held);
+    const char *args[9] = {l->name,   l->channel, latch, owner, latch_ttl,
+                           lease,     "0",        "publish", have};
+    size_t lens[9] = {l->namelen,    l->chanlen, latchlen, strlen(owner), strlen(latch_ttl),
+                      strlen(lease), 1,          7,        strlen(have)};
+    rlock__call call = {l->name, l->namelen, &rlock__script_abandon, 3, 9, args, lens};
     int64_t v = -1;
     rlock_status st = rlock__run_int(l->c, &call, &v, deadline_ms);
     free(latch);

@@ -6,11 +6,14 @@
  *   holder's lease as the last attempt saw it, or the end of the wait ->
  *   attempt again ...
  *
- * Every attempt carries a request id, and Redis remembers what a request
- * with that id did (the kind's acquire latch). An attempt whose reply was
- * lost is therefore sent again with the same id: the answer is exact (it
- * ran and took the hold, or it took nothing), never guessed from hold
- * counts, and a late copy of the first send can never take a second hold.
+ * Every attempt carries a request id. An attempt whose reply was lost is
+ * sent again with the same id: only this thread's own requests change its
+ * field and every earlier one was answered or settled, so the resend finds
+ * exactly whether the first copy ran (the count is one more than ours) and
+ * answers that, never a second hold; it leaves the outcome in the
+ * request's acquire latch, which stops a copy of the first send still on
+ * its way. A first send only reads the latch: the common path writes
+ * nothing but the lock.
  * Connection errors and timeouts are retried so, with backoff, for
  * retry_timeout_ms (a call that does not wait: for one command timeout).
  * An id still unanswered when the call must return is recorded with the
@@ -29,18 +32,6 @@ typedef struct waiting {
     rlock__chan *ch;
     rlock__waiter *w;
 } waiting;
-
-/* The acquire latch of an attempt sent once and answered goes to the
- * watchdog's batched DEL; one of a resent request lives out its TTL (a
- * late copy may still be on its way, and the latch must answer it). */
-static void queue_acquire_latch(rlock *l, const char *rid)
-{
-    size_t len;
-    char *key = rlock__latch_key(l->acq_latch_prefix, l->acq_latch_prefix_len, rid, &len);
-    if (key) {
-        rlock__latch_garbage(l->c, key, len);
-    }
-}
 
 rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_cancel *cancel,
                             int64_t *holder_ttl_ms)
@@ -128,9 +119,6 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
                 /* The TTL was set by whichever copy ran: no earlier than
                  * the first send. */
                 rlock__hold_acquired(c, l->name, l->namelen, tid, lease_ms, first_sent, k);
-                if (!resend) {
-                    queue_acquire_latch(l, rid);
-                }
                 resend = false;
                 if (a.count != held + 1) {
                     /* Redis counts other than we do: an acquire of ours ran

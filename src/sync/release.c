@@ -13,11 +13,13 @@
  * is left; a hold that is gone may have been released or lost, and is
  * reported lost (RLOCK_ELOST), never released (RLOCK_OK).
  *
- * An acquire whose reply was lost keeps its request id too (the attempt's
- * acquire latch records what it did), and is settled by abandoning it
- * (lua/abandon.lua): exact within the same horizon. Beyond it, Redis's
- * count minus ours is the orphaned part (only this thread changes its own
- * field), and it is given back. */
+ * An acquire whose reply was lost keeps its request id and the count it
+ * was sent with, and is settled by abandoning it (lua/abandon.lua): only
+ * this thread's own requests change its field and every other one was
+ * answered or settled, so Redis's count says exactly whether it ran, and
+ * the latch it leaves stops a copy still on its way. An acquire answered
+ * with a count other than ours + 1 (a copy that ran beyond the latch's
+ * life) is settled by giving back Redis's count minus ours. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -169,12 +171,11 @@ static rlock_status settle_acquire(rlock *l, uint64_t tid, const char *owner,
                                    const rlock__hold_view *v, int64_t deadline_ms)
 {
     rlock_client *c = l->c;
-    if (v->suspect_rid[0] &&
-        rlock__latch_trusted(c, v->suspect_sent_ms, rlock__acquire_latch_ttl(c))) {
+    if (v->suspect_rid[0]) {
         int what;
         int64_t sent = rlock__now_ms();
-        rlock_status st = l->kind->abandon(l, owner, v->suspect_rid, v->lease_ms, &what,
-                                           deadline_ms);
+        rlock_status st = l->kind->abandon(l, owner, v->suspect_rid, v->suspect_held,
+                                           v->lease_ms, &what, deadline_ms);
         if (st != RLOCK_OK) {
             return st;
         }

@@ -95,8 +95,8 @@ typedef enum rlock__taken {
     RLOCK__TAKEN,    /* acquired or re-entered: count is the new count */
     RLOCK__HELD,     /* held elsewhere: ttl is the holder's PTTL (-1 none) */
     RLOCK__GONE,     /* a re-entry found this thread's hold gone: nothing changed */
-    RLOCK__SPENT,    /* a copy of this request already ran and took nothing, or it
-                        was abandoned: nothing changed, attempt again with a new id */
+    RLOCK__SPENT,    /* the request was settled already (a copy of a resent or
+                        abandoned one): nothing changed, attempt again with a new id */
 } rlock__taken;
 
 typedef struct rlock__attempt {
@@ -110,7 +110,7 @@ typedef enum rlock__abandoned {
     RLOCK__TOOK_NOTHING = 0, /* and now never will */
     RLOCK__GAVE_BACK = 1,    /* took a hold, given back; the owner holds the rest */
     RLOCK__GAVE_BACK_ALL = 2, /* took the owner's only hold, given back: key deleted */
-    RLOCK__TOOK_LOST = 3,    /* took a hold, but the owner's field is gone already */
+    RLOCK__TOOK_LOST = 3,    /* the owner's holds are gone (expired, force-unlocked) */
 } rlock__abandoned;
 
 /* The outcome of one release that got an answer. */
@@ -130,10 +130,11 @@ typedef struct rlock__kind {
     rlock_status (*attempt)(struct rlock *l, const char *owner, int64_t lease_ms, int64_t held,
                             const char *rid, bool resend, rlock__attempt *out,
                             int64_t deadline_ms);
-    /* Settles the attempt rid that never got an answer: afterwards no copy
-     * of it can take a hold, and a hold it took is given back (lease_ms for
-     * the holds left). *out: what it had done (rlock__abandoned). */
-    rlock_status (*abandon)(struct rlock *l, const char *owner, const char *rid,
+    /* Settles the attempt rid, sent with the count held, that never got
+     * an answer: afterwards no copy of it can take a hold, and a hold it
+     * took is given back (lease_ms for the holds left). *out: what it had
+     * done (rlock__abandoned). */
+    rlock_status (*abandon)(struct rlock *l, const char *owner, const char *rid, int64_t held,
                             int64_t lease_ms, int *out, int64_t deadline_ms);
     /* One release with request id rid (the unlock latch makes a resend of
      * the same id safe). */
