@@ -17,7 +17,11 @@
 -- any write, so a publish the server refuses (an ACL without the channel)
 -- leaves everything as it was.
 local held = tonumber(ARGV[6])
-local n = tonumber(redis.call('hget', KEYS[1], ARGV[1])) or 0
+local raw = redis.call('hget', KEYS[1], ARGV[1])
+local n = tonumber(raw) or 0
+if raw ~= false and tonumber(raw) == nil then
+    return redis.error_reply('ERR hash value is not an integer')
+end
 if n > held and n > 1 then
     redis.call('hincrby', KEYS[1], ARGV[1], -1)
     redis.call('pexpire', KEYS[1], ARGV[3])

@@ -37,7 +37,12 @@ if done ~= false then
     end
     return {3, 0}
 end
-local n = tonumber(redis.call('hget', KEYS[1], ARGV[2])) or 0
+local raw = redis.call('hget', KEYS[1], ARGV[2])
+local n = tonumber(raw) or 0
+if raw ~= false and tonumber(raw) == nil then
+    -- a field written by hand: refused as HINCRBY refuses it
+    return redis.error_reply('ERR hash value is not an integer')
+end
 if resend and n == held + 1 then
     redis.call('set', KEYS[2], n, 'px', ARGV[4])
     return {1, n}

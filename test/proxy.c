@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -344,7 +345,7 @@ static void *relay_main(void *arg)
     return NULL;
 }
 
-tp_proxy *tp_new(int target_port)
+static tp_proxy *tp_listen(int target_port, bool narrow)
 {
     tp_proxy *p = calloc(1, sizeof *p);
     if (!p) {
@@ -357,6 +358,20 @@ tp_proxy *tp_new(int target_port)
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     socklen_t al = sizeof a;
+    /* Narrow: set before listen(), since the window and the segment size
+     * are settled in the handshake and accepted sockets inherit both. The
+     * smallest receive buffer (the kernel raises 1 to its floor, about
+     * 2 KiB) and the smallest segment: the client's kernel sizes its send
+     * buffer by the segment size (to about 80 KiB for 88 bytes, against
+     * 4 MiB for loopback's 64 KiB segments), so together they hold about
+     * 40 KiB that the proxy has not read. */
+    int one = 1, min_mss = 88; /* TCP_MIN_MSS */
+    if (p->lfd >= 0 && narrow &&
+        (setsockopt(p->lfd, SOL_SOCKET, SO_RCVBUF, &one, sizeof one) != 0 ||
+         setsockopt(p->lfd, IPPROTO_TCP, TCP_MAXSEG, &min_mss, sizeof min_mss) != 0)) {
+        tp_free(p);
+        return NULL;
+    }
     if (p->lfd < 0 || bind(p->lfd, (struct sockaddr *)&a, sizeof a) != 0 ||
         listen(p->lfd, 128) != 0 || getsockname(p->lfd, (struct sockaddr *)&a, &al) != 0 ||
         pipe2(p->wake, O_CLOEXEC | O_NONBLOCK) != 0) {
@@ -365,6 +380,16 @@ tp_proxy *tp_new(int target_port)
     }
     p->port = ntohs(a.sin_port);
     return p;
+}
+
+tp_proxy *tp_new(int target_port)
+{
+    return tp_listen(target_port, false);
+}
+
+tp_proxy *tp_new_narrow(int target_port)
+{
+    return tp_listen(target_port, true);
 }
 
 int tp_start(tp_proxy *p)

@@ -24,6 +24,12 @@ typedef enum tp_dir {
  * target_port. No thread yet: connections queue in the backlog until
  * tp_start(), so a process may fork() between the two. NULL on failure. */
 tp_proxy *tp_new(int target_port);
+/* The same, narrow: accepted (client side) sockets have the smallest
+ * receive buffer and segment size the kernel allows, so that with
+ * tp_stall_requests() a request of a few tens of KiB (about 40 KiB or
+ * more) no longer fits in the buffers between client and proxy and the
+ * client's send waits for room. Relaying still works, in small segments. */
+tp_proxy *tp_new_narrow(int target_port);
 /* Starts the relay thread. Returns 0, or -1 if the thread cannot start. */
 int tp_start(tp_proxy *p);
 int tp_port(const tp_proxy *p);

@@ -18,7 +18,8 @@
  *   OK, EINVAL  client::einval_for_bad_arguments
  *   ENOMEM      client::enomem_when_allocation_fails,
  *               statuses::enomem_from_rlock_new_when_the_name_cannot_be_copied
- *               (the latter under ASan/TSan too)
+ *               (the latter under ASan too; under TSan it skips: GCC 12's TSan never
+ *               returns NULL from malloc for a name this small)
  *   ECLOSED     faults::fork_while_holding,
  *               statuses::eclosed_from_every_call_entering_a_closing_client
  * rlock_lock, rlock_try_lock, rlock_lock_ex
