@@ -95,12 +95,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 abort();
             }
         }
-        int8_t res[8];
-        memset(res, -1, sizeof res);
+        int64_t res[8];
+        for (size_t k = 0; k < 8; k++) {
+            res[k] = RLOCK__RENEW_UNANSWERED;
+        }
         size_t k = r->type == REDIS_REPLY_ARRAY && r->elements <= 8 ? r->elements : 8;
         rlock__parse_renewal(r, k, res);
-        for (size_t k = 0; k < sizeof res; k++) {
-            if (res[k] < -1 || res[k] > 1) {
+        for (size_t k = 0; k < 8; k++) {
+            if (res[k] != RLOCK__RENEW_UNANSWERED && (res[k] < -1 || res[k] > RLOCK_MAX_TIME_MS)) {
                 abort();
             }
         }

@@ -137,8 +137,8 @@ typedef void (*rlock__lost_fn)(void *arg, const char *name, size_t len, uint64_t
  * re-entry, a partial unlock, a renewal) reports its send time and the TTL
  * it set (rlock__holder_told); Redis ran it no earlier than it was sent, so
  * "send time + TTL" never outlives the key. Never the max of what we
- * believe: a re-entry with a long lease under a watchdog hold is cut back
- * to the watchdog's lease by the next renewal. */
+ * believe: a renewal reports the TTL it left (it never shortens one, so a
+ * late renewal cannot cut a lease told since), and that is what counts. */
 struct rlock__kind; /* sync/sync.h: the lock kind, opaque here */
 typedef struct rlock__holder {
     struct rlock__holder *next; /* the next holder of the same name */

@@ -300,7 +300,7 @@ static void collect_doubt(rlock__map_node *node, void *arg)
     }
 }
 
-bool rlock__settle_all(rlock_client *c, int64_t deadline_ms, bool orphans_only)
+static bool settle_once(rlock_client *c, int64_t deadline_ms, bool orphans_only)
 {
     doubts d = {NULL, 0, 0, orphans_only};
     pthread_mutex_lock(&c->hold_mu);
@@ -323,4 +323,19 @@ bool rlock__settle_all(rlock_client *c, int64_t deadline_ms, bool orphans_only)
     }
     free(d.v);
     return settled;
+}
+
+bool rlock__settle_all(rlock_client *c, int64_t deadline_ms, bool orphans_only)
+{
+    /* The watchdog tries again on its own (every second); the close uses
+     * its whole budget, since a pool backing off after a failed connect,
+     * or a link just back, answers a moment later. */
+    for (;;) {
+        bool settled = settle_once(c, deadline_ms, orphans_only);
+        int64_t left = deadline_ms - rlock__now_ms();
+        if (settled || orphans_only || left <= 0) {
+            return settled;
+        }
+        rlock__sleep_ms(left < 50 ? left : 50);
+    }
 }

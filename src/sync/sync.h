@@ -145,7 +145,9 @@ typedef struct rlock__kind {
     rlock_status (*count)(struct rlock *l, const char *owner, int64_t *count,
                           int64_t deadline_ms);
     /* Renewal: KEYS = names, ARGV[1] = lease, ARGV[1 + i] = owner of
-     * KEYS[i]; the reply is an array of 1 (renewed) / 0 (gone). */
+     * KEYS[i]; the reply is an array of 0 (gone) or the key's TTL after the
+     * renewal (-1: none). It extends a TTL to the lease, never shortens one
+     * (a late renewal must not cut a lease told since). */
     const rlock__script *renew;
     rlock__wake wake;
 } rlock__kind;
@@ -176,9 +178,12 @@ char *rlock__latch_key(const char *prefix, size_t prefix_len, const char *rid, s
 /* "<client uuid>:<tid>" into buf (RLOCK__OWNER_MAX bytes). */
 void rlock__owner(const rlock_client *c, uint64_t tid, char *buf);
 
-/* A renewal reply for k calls: res[i] = 1 renewed, 0 gone, left -1 when
+/* No answer for a renewal (its entry in a rlock__parse_renewal() result). */
+#define RLOCK__RENEW_UNANSWERED INT64_MIN
+/* A renewal reply for k keys: res[i] = 0 gone, else the key's TTL after the
+ * renewal (-1: no expiry); left as it was (RLOCK__RENEW_UNANSWERED) when
  * the reply is of another shape (watchdog.c; fuzzed). */
-void rlock__parse_renewal(const redisReply *r, size_t k, int8_t *res);
+void rlock__parse_renewal(const redisReply *r, size_t k, int64_t *res);
 
 /* ---- acquire and release (acquire.c, release.c) ---------------------- */
 

@@ -10,9 +10,11 @@
  * Issue #7272 of Redisson (a renewal outliving its unlock) cannot happen
  * here: the renewal script only touches a key that still carries our owner
  * field, and its "gone" answer is ignored when the hold it was about has
- * since ended (the epoch check). A round in flight could still stretch a
- * fresh explicit lease of the same thread to the watchdog's: holds in a
- * round are flagged (in_round), and such an acquire waits for the round.
+ * since ended (the epoch check). A round in flight could still cut a fresh
+ * explicit lease of the same thread to the watchdog's, even after this
+ * client gave up on it (a slow link delivers it late): the renewal script
+ * never shortens a TTL, so it cannot; holds in a round are still flagged
+ * (in_round), and an acquire waits for the round, for the deadline's sake.
  *
  * A hold is also reported lost, and no longer renewed, when no renewal
  * confirmed it in time: Redis may expire the key at the send time of the
@@ -84,14 +86,15 @@ void rlock__latch_garbage(rlock_client *c, char *key, size_t len)
 }
 
 /* A renewal reply (the contract in sync.h's rlock__kind.renew). */
-void rlock__parse_renewal(const redisReply *r, size_t k, int8_t *res)
+void rlock__parse_renewal(const redisReply *r, size_t k, int64_t *res)
 {
     if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != k) {
         return;
     }
     for (size_t i = 0; i < k; i++) {
-        if (r->element[i]->type == REDIS_REPLY_INTEGER) {
-            res[i] = r->element[i]->integer ? 1 : 0;
+        const redisReply *e = r->element[i];
+        if (e->type == REDIS_REPLY_INTEGER && e->integer >= -1 && e->integer <= RLOCK_MAX_TIME_MS) {
+            res[i] = e->integer;
         }
     }
 }
@@ -160,13 +163,14 @@ static int by_group(const void *a, const void *b)
     return sx < sy ? -1 : sx > sy;
 }
 
-/* Renews v[0..n) (one group, one script) with pipelined script calls;
- * res[i] becomes 1 (kept), 0 (gone) or stays -1 (no answer: retried next
- * round). Replies are read until deadline_ms, and never after hard_ms. */
-static void renew_group(rlock_client *c, renewal *v, size_t n, int8_t *res, int64_t deadline_ms,
-                        int64_t hard_ms)
+/* Renews v[0..n) (one group, one script) with pipelined script calls of up
+ * to bs keys each; res[i] becomes 0 (gone), the key's TTL after the
+ * renewal, or stays RLOCK__RENEW_UNANSWERED (retried next round). Replies
+ * are read until deadline_ms, and never after hard_ms. The members of a
+ * call the server refused as a whole are flagged in refused[]. */
+static void renew_calls(rlock_client *c, renewal *v, size_t n, size_t bs, int64_t *res,
+                        int64_t deadline_ms, int64_t hard_ms, bool *refused)
 {
-    size_t bs = (size_t)c->cfg.watchdog_batch_size;
     size_t nb = (n + bs - 1) / bs;
     char lease[24];
     snprintf(lease, sizeof lease, "%lld", (long long)c->cfg.watchdog_timeout_ms);
@@ -193,11 +197,18 @@ static void renew_group(rlock_client *c, renewal *v, size_t n, int8_t *res, int6
         rlock__run_pipeline(c, calls, nb, replies, deadline_ms, hard_ms);
         for (size_t b = 0; b < nb; b++) {
             size_t lo = b * bs, k = (n - lo < bs) ? n - lo : bs;
-            if (replies[b]) {
+            if (!replies[b]) {
+                continue;
+            }
+            if (replies[b]->type == REDIS_REPLY_ERROR) {
+                for (size_t i = 0; i < k; i++) {
+                    refused[lo + i] = true;
+                }
+            } else {
                 rlock__stat_add(c, RLOCK_STAT_RENEWAL_CALLS, 1);
                 rlock__parse_renewal(replies[b], k, res + lo);
-                freeReplyObject(replies[b]);
             }
+            freeReplyObject(replies[b]);
         }
     }
     free(calls);
@@ -206,10 +217,42 @@ static void renew_group(rlock_client *c, renewal *v, size_t n, int8_t *res, int6
     free(lens);
 }
 
+/* A call the server refuses as a whole (an ACL that denies one of its
+ * keys: Redis checks every declared key before it runs a script) is tried
+ * again key by key, so one refused name does not take the others'
+ * renewals with it. v and res are reordered together. */
+static void renew_group(rlock_client *c, renewal *v, size_t n, int64_t *res, int64_t deadline_ms,
+                        int64_t hard_ms)
+{
+    size_t bs = (size_t)c->cfg.watchdog_batch_size;
+    bool *refused = calloc(n, sizeof *refused);
+    if (!refused) {
+        return; /* renewed next round */
+    }
+    renew_calls(c, v, n, bs, res, deadline_ms, hard_ms, refused);
+    size_t m = 0;
+    for (size_t i = 0; i < n && bs > 1; i++) {
+        if (refused[i]) {
+            renewal t = v[m];
+            v[m] = v[i];
+            v[i] = t;
+            int64_t r = res[m];
+            res[m] = res[i];
+            res[i] = r;
+            m++;
+        }
+    }
+    if (m > 0) {
+        memset(refused, 0, n * sizeof *refused);
+        renew_calls(c, v, m, 1, res, deadline_ms, hard_ms, refused);
+    }
+    free(refused);
+}
+
 /* Ends the round under hold_mu: clears the flags, marks the holds whose
  * renewal answered 0 (if they are still the holds the round was about) and
  * queues their reports. */
-static void end_round(rlock_client *c, renewal *v, const int8_t *res, size_t n, int64_t sent_ms)
+static void end_round(rlock_client *c, renewal *v, const int64_t *res, size_t n, int64_t sent_ms)
 {
     pthread_mutex_lock(&c->hold_mu);
     for (size_t i = 0; i < n; i++) {
@@ -223,14 +266,14 @@ static void end_round(rlock_client *c, renewal *v, const int8_t *res, size_t n, 
         }
         x->in_round = false;
         bool same = x->epoch == v[i].epoch && x->count > 0 && !x->lost;
-        if (res && res[i] == 1) {
+        if (res && res[i] != 0 && res[i] != RLOCK__RENEW_UNANSWERED) {
             rlock__stat_add(c, RLOCK_STAT_RENEWED, 1);
-            /* The key now lives by the watchdog's lease from this round's
-             * send, even if the hold has meanwhile left watchdog mode or
-             * was re-entered with a longer lease (one clock: what Redis was
-             * told, never the longest lease we believe in). */
-            if (same) {
-                rlock__holder_told(x, sent_ms, c->cfg.watchdog_timeout_ms);
+            /* The key now lives at least the TTL the renewal saw (the
+             * lease, or a longer one it left alone) from when it ran, no
+             * earlier than this round's send (one clock: what Redis did,
+             * never the longest lease we believe in). */
+            if (same && res[i] > 0) {
+                rlock__holder_told(x, sent_ms, res[i]);
             }
         }
         if (res && res[i] == 0 && same) {
@@ -271,9 +314,11 @@ static void renewal_round(rlock_client *c)
     }
     int64_t deadline = rlock__min_deadline(sent + c->cfg.command_timeout_ms, hard);
 
-    int8_t *res = s.n ? malloc(s.n) : NULL;
+    int64_t *res = s.n ? malloc(s.n * sizeof *res) : NULL;
     if (res) {
-        memset(res, -1, s.n);
+        for (size_t i = 0; i < s.n; i++) {
+            res[i] = RLOCK__RENEW_UNANSWERED;
+        }
         qsort(s.v, s.n, sizeof *s.v, by_group);
         for (size_t lo = 0; lo < s.n;) {
             size_t hi = lo + 1;
