@@ -620,20 +620,17 @@ Test(lifecycle_stalled, exited_thread_doubtful_acquire_is_released_at_free)
     th_assert_status(d.st, RLOCK_ETIMEDOUT);
     pthread_join(s.th, NULL);
 
-    /* The acquire waited in the sleeping server's socket buffer and ran
-     * once it woke up: a hold the exited thread never knew it had. */
+    /* The acquire waited in the sleeping server's socket buffer and may
+     * run once it wakes up: a hold the exited thread never knew it had.
+     * The watchdog settles it as soon as Redis answers (since it does so
+     * for exited threads), the free at the latest: never its 20 s lease. */
     redisContext *r = th_redis(srv.port);
-    char *owner = th_owner(c, d.tid);
-    cr_assert(TH_POLL(th_hget_int(r, name, owner) == 1, 2000),
-              "the late acquire did not run: nothing to test");
     rlock_free(l);
     rlock_client_free(c);
-    /* Settled by the free, not left to its 20 s lease. */
     cr_assert_eq(th_exists(r, name), 0, "the late acquire of an exited thread is still held "
                                         "after rlock_client_free() (PTTL %lld)",
                  th_pttl(r, name));
     redisFree(r);
-    free(owner);
     free(name);
 }
 
