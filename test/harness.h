@@ -29,6 +29,10 @@
 #define TH_UNDER_SANITIZER 0
 #endif
 
+/* Whether this process runs under valgrind (its preload is mapped): an
+ * address-space limit there stops valgrind itself, not a malloc. */
+bool th_under_valgrind(void);
+
 /* Whether a fork()ed child of a multithreaded test may make and free
  * clients. With glibc it may (its malloc is fork-safe). Not under the
  * sanitizers of Debian's GCC 12: ASan does not hold its allocator locks

@@ -19,7 +19,8 @@
  *   ENOMEM      client::enomem_when_allocation_fails,
  *               statuses::enomem_from_rlock_new_when_the_name_cannot_be_copied
  *               (the latter under ASan too; under TSan it skips: GCC 12's TSan never
- *               returns NULL from malloc for a name this small)
+ *               returns NULL from malloc for a name this small; under valgrind
+ *               both skip: an address-space limit stops valgrind itself)
  *   ECLOSED     faults::fork_while_holding,
  *               statuses::eclosed_from_every_call_entering_a_closing_client
  * rlock_lock, rlock_try_lock, rlock_lock_ex
@@ -355,6 +356,9 @@ Test(client, enomem_when_allocation_fails)
 {
     if (TH_UNDER_SANITIZER) {
         cr_skip_test("address-space limits do not mix with sanitizer shadow memory");
+    }
+    if (th_under_valgrind()) {
+        cr_skip_test("an address-space limit stops valgrind itself, not a malloc");
     }
     pid_t pid = th_fork(enomem_child, NULL);
     int rc = th_wait(pid);

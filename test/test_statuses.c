@@ -755,6 +755,9 @@ Test(statuses, enomem_from_rlock_new_when_the_name_cannot_be_copied)
      * soft_rss_limit_mb, and dies in its own mmap() under RLIMIT_AS. */
     cr_skip_test("ThreadSanitizer has no allocator limit small enough");
 #else
+    if (th_under_valgrind()) {
+        cr_skip_test("an address-space limit stops valgrind itself, not a malloc");
+    }
     int code = th_wait(th_fork(enomem_child, NULL));
     cr_assert_eq(code, 0, "child exit %d (10 + status of rlock_new)", code);
 #endif
