@@ -16,11 +16,10 @@
  *               only a malloc hook could fail them, and the tests use none
  * rlock_new
  *   OK, EINVAL  client::einval_for_bad_arguments
- *   ENOMEM      client::enomem_when_allocation_fails,
- *               statuses::enomem_from_rlock_new_when_the_name_cannot_be_copied
- *               (the latter under ASan too; under TSan it skips: GCC 12's TSan never
+ *   ENOMEM      statuses::enomem_from_rlock_new_when_the_name_cannot_be_copied
+ *               (under ASan too; under TSan it skips: GCC 12's TSan never
  *               returns NULL from malloc for a name this small; under valgrind
- *               both skip: an address-space limit stops valgrind itself)
+ *               too: an address-space limit stops valgrind itself)
  *   ECLOSED     faults::fork_while_holding,
  *               statuses::eclosed_from_every_call_entering_a_closing_client
  * rlock_lock, rlock_try_lock, rlock_lock_ex
@@ -86,7 +85,6 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -304,63 +302,3 @@ Test(client, eproto_for_a_non_numeric_count)
     free(name);
 }
 
-static int enomem_child(void *arg)
-{
-    (void)arg;
-    rlock_client *c = NULL;
-    rlock_config cfg;
-    rlock_config_init(&cfg);
-    cfg.url = th_url();
-    if (rlock_client_new(&cfg, &c) != RLOCK_OK) {
-        return 1;
-    }
-    size_t len = RLOCK_NAME_MAX; /* longer is RLOCK_EINVAL since 0.3 */
-    char *big = malloc(len + 1);
-    if (!big) {
-        return 2;
-    }
-    memset(big, 'n', len);
-    big[len] = '\0';
-    /* No room for more: the handle's three copies of the name (name,
-     * channel, latch prefix: about 192 KiB) need memory the heap does not
-     * have yet. */
-    struct rlimit rl;
-    long pages = 0;
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (!f || fscanf(f, "%ld", &pages) != 1) {
-        return 3;
-    }
-    fclose(f);
-    rl.rlim_cur = rl.rlim_max = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE);
-    if (setrlimit(RLIMIT_AS, &rl) != 0) {
-        return 4;
-    }
-    /* Use up what the heap still has, then give back a few KiB: room for
-     * the handle itself, none for the copies of a name of RLOCK_NAME_MAX. */
-    void *blocks = NULL, *b;
-    while ((b = malloc(1024)) != NULL) {
-        *(void **)b = blocks;
-        blocks = b;
-    }
-    for (int i = 0; i < 4 && blocks; i++) {
-        b = *(void **)blocks;
-        free(blocks);
-        blocks = b;
-    }
-    rlock *l = NULL;
-    rlock_status st = rlock_new(c, big, &l);
-    return st == RLOCK_ENOMEM ? 0 : 10 + (int)st;
-}
-
-Test(client, enomem_when_allocation_fails)
-{
-    if (TH_UNDER_SANITIZER) {
-        cr_skip_test("address-space limits do not mix with sanitizer shadow memory");
-    }
-    if (th_under_valgrind()) {
-        cr_skip_test("an address-space limit stops valgrind itself, not a malloc");
-    }
-    pid_t pid = th_fork(enomem_child, NULL);
-    int rc = th_wait(pid);
-    cr_assert_eq(rc, 0, "rlock_new did not return RLOCK_ENOMEM (child exit %d)", rc);
-}
