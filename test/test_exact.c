@@ -53,35 +53,6 @@ static char *latch_pattern(const char *name)
     return p;
 }
 
-typedef struct sleeper {
-    int port;
-    int ms;
-    pthread_t th;
-} sleeper;
-
-static void *sleeper_main(void *arg)
-{
-    sleeper *s = arg;
-    redisContext *r = th_redis(s->port);
-    struct timeval tv = {60, 0};
-    redisSetTimeout(r, tv);
-    redisReply *rep = redisCommand(r, "DEBUG SLEEP %.3f", s->ms / 1000.0);
-    if (rep) {
-        freeReplyObject(rep);
-    }
-    redisFree(r);
-    return NULL;
-}
-
-/* DEBUG SLEEP ms on the test server; returns once the server is asleep. */
-static void sleep_server(sleeper *s, int ms)
-{
-    s->port = th_port();
-    s->ms = ms;
-    cr_assert_eq(pthread_create(&s->th, NULL, sleeper_main, s), 0);
-    th_wait_stalled(s->port, th_ms(2000));
-}
-
 /* A copy of an answered acquire that arrives late takes nothing: the first
  * send is held back by the proxy, the same request sent again after the
  * command timeout takes the lock, and when the first copy finally reaches
@@ -178,20 +149,24 @@ Test(exact, abandoned_acquire_takes_nothing_when_its_copies_arrive, .timeout = 6
  * call waits, so it rides out the stall and ends with exactly one hold. */
 Test(exact, lock_rides_out_a_stall_with_exactly_one_hold, .timeout = 60)
 {
-    rlock_client *c = client_at(th_port(), 200, 10000);
+    /* A private server: a stall of the shared one would stall the tests
+     * running beside this one. */
+    th_server srv;
+    th_server_start(&srv);
+    rlock_client *c = client_at(srv.port, 200, 10000);
     char *name = th_name("rideout");
     rlock *l;
     th_ok(rlock_new(c, name, &l));
     th_ok(rlock_lock(l, 60000));
     th_ok(rlock_unlock(l));
     char *owner = th_owner(c, rlock_thread_id());
-    redisContext *r = th_redis(0);
-    sleeper s;
-    sleep_server(&s, 1200);
+    redisContext *r = th_redis(srv.port);
+    th_stall s;
+    th_stall_start(&s, srv.port, 1200);
     int64_t t0 = th_now_ms();
     th_ok(rlock_lock(l, 60000));
     cr_log_info("rlock_lock returned after %lld ms", (long long)(th_now_ms() - t0));
-    pthread_join(s.th, NULL);
+    th_stall_end(&s);
     th_sleep_ms(th_ms(200)); /* every copy sent during the stall has run */
     cr_assert_eq(th_hget_int(r, name, owner), 1, "one rlock_lock, %lld holds in Redis",
                  th_hget_int(r, name, owner));
@@ -203,6 +178,7 @@ Test(exact, lock_rides_out_a_stall_with_exactly_one_hold, .timeout = 60)
     rlock_client_free(c);
     free(owner);
     free(name);
+    th_server_stop(&srv);
 }
 
 /* Finding 5: an unlock that went unanswered (here: refused, the key held
@@ -239,19 +215,25 @@ Test(exact, unlock_retried_past_the_horizon_of_a_lost_hold_is_lost, .timeout = 9
  * request again: it releases one hold, never two), then acquires. */
 Test(exact, next_lock_completes_an_unanswered_unlock_first, .timeout = 60)
 {
-    rlock_client *c = client_at(th_port(), 200, 10000);
+    /* A private server: a stall of the shared one would stall the tests
+     * running beside this one. */
+    th_server srv;
+    th_server_start(&srv);
+    rlock_client *c = client_at(srv.port, 200, 10000);
     char *name = th_name("completes");
     rlock *l;
     th_ok(rlock_new(c, name, &l));
+    th_ok(rlock_lock(l, 60000)); /* the scripts cached: a stalled EVALSHA */
+    th_ok(rlock_unlock(l));      /* must not come back NOSCRIPT */
     th_ok(rlock_lock(l, 60000));
     th_ok(rlock_lock(l, 60000));
     char *owner = th_owner(c, rlock_thread_id());
-    redisContext *r = th_redis(0);
-    sleeper s;
-    sleep_server(&s, 800);
+    redisContext *r = th_redis(srv.port);
+    th_stall s;
+    th_stall_start(&s, srv.port, 800);
     rlock_status st = rlock_unlock(l);
     cr_assert(st == RLOCK_ETIMEDOUT || st == RLOCK_EIO, "got %s", rlock_status_name(st));
-    pthread_join(s.th, NULL);
+    th_stall_end(&s);
     th_sleep_ms(th_ms(200));
     /* Both copies of the unlock reached Redis; the latch let one run. */
     cr_assert_eq(th_hget_int(r, name, owner), 1);
@@ -269,6 +251,7 @@ Test(exact, next_lock_completes_an_unanswered_unlock_first, .timeout = 60)
     rlock_client_free(c);
     free(owner);
     free(name);
+    th_server_stop(&srv);
 }
 
 /* ---- review findings (the adversarial review's repro programs) ---------
@@ -824,21 +807,25 @@ static void *doubtful_main(void *arg)
 
 Test(exact, exited_threads_doubt_is_settled_before_the_close, .timeout = 60)
 {
-    rlock_client *c = client_at(th_port(), 300, 10000);
+    /* A private server: a stall of the shared one would stall the tests
+     * running beside this one. */
+    th_server srv;
+    th_server_start(&srv);
+    rlock_client *c = client_at(srv.port, 300, 10000);
     char *name = th_name("orphandoubt");
     rlock *l;
     th_ok(rlock_new(c, name, &l));
     th_ok(rlock_lock(l, 60000)); /* scripts cached, connection made */
     th_ok(rlock_unlock(l));
-    redisContext *r = th_redis(0);
-    sleeper s;
-    sleep_server(&s, 1500);
+    redisContext *r = th_redis(srv.port);
+    th_stall s;
+    th_stall_start(&s, srv.port, 1500);
     doubtful d = {l, RLOCK_OK};
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, doubtful_main, &d), 0);
     pthread_join(th, NULL);
     cr_assert(d.st == RLOCK_ETIMEDOUT || d.st == RLOCK_EIO, "got %s", rlock_status_name(d.st));
-    pthread_join(s.th, NULL);
+    th_stall_end(&s);
     /* The copies sent during the stall ran when the server woke (or were
      * dropped with their connections); either way, within a few seconds
      * and with the client still open, nothing of that thread is held. */
@@ -852,4 +839,5 @@ Test(exact, exited_threads_doubt_is_settled_before_the_close, .timeout = 60)
     rlock_free(l);
     rlock_client_free(c);
     free(name);
+    th_server_stop(&srv);
 }
