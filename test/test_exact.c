@@ -841,3 +841,68 @@ Test(exact, exited_threads_doubt_is_settled_before_the_close, .timeout = 60)
     free(name);
     th_server_stop(&srv);
 }
+
+/* Finding 15: a cancellation promises "within about command_timeout_ms".
+ * A call that first settles an earlier call's doubt (here an unlock left
+ * unanswered by a stalled server) must not add an attempt and an outcome
+ * check on top: the steps before the first attempt share one command
+ * timeout, and a token fired meanwhile ends the call right after them. */
+typedef struct canceller {
+    rlock_cancel *t;
+    int64_t fire_after_ms, fired_at;
+} canceller;
+
+static void *canceller_main(void *arg)
+{
+    canceller *k = arg;
+    th_sleep_ms(k->fire_after_ms);
+    k->fired_at = th_now_ms();
+    rlock_cancel_fire(k->t);
+    return NULL;
+}
+
+Test(exact, cancel_during_settling_returns_within_a_command_timeout, .timeout = 60)
+{
+    th_server srv;
+    th_server_start(&srv);
+    int64_t cmd = 1000;
+    rlock_client *c = client_at(srv.port, cmd, 30000);
+    char *name = th_name("cancelsettle");
+    rlock *l;
+    th_ok(rlock_new(c, name, &l));
+    th_ok(rlock_lock(l, 60000)); /* scripts cached */
+    th_ok(rlock_unlock(l));
+    th_ok(rlock_lock(l, 60000));
+    th_ok(rlock_lock(l, 60000));
+    /* Writes paused: connections and their handshakes still work (no
+     * reconnect back-off), but every script waits. */
+    redisContext *r = th_redis(srv.port);
+    th_run(r, "CLIENT PAUSE 8000 WRITE");
+    /* Both sends of this unlock time out: it stays pending. */
+    rlock_status st = rlock_unlock(l);
+    cr_assert(st == RLOCK_ETIMEDOUT || st == RLOCK_EIO, "got %s", rlock_status_name(st));
+    rlock_cancel *t;
+    th_ok(rlock_cancel_new(&t));
+    canceller k = {t, 200, 0};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, canceller_main, &k), 0);
+    /* The lock first resends the pending unlock (the server still sleeps:
+     * one command timeout), then must see the token. */
+    st = rlock_lock_ex(l, RLOCK_WAIT_FOREVER, 60000, t, NULL);
+    int64_t done = th_now_ms();
+    pthread_join(th, NULL);
+    cr_log_info("lock_ex: %s after %lld ms since the fire (%s)", rlock_status_name(st),
+                (long long)(done - k.fired_at), rlock_last_error());
+    th_assert_status(st, RLOCK_ECANCELED);
+    cr_log_info("cancelled %lld ms after the token fired", (long long)(done - k.fired_at));
+    cr_assert(done - k.fired_at < cmd + 400,
+              "cancelled %lld ms after the token fired (command timeout %lld ms)",
+              (long long)(done - k.fired_at), (long long)cmd);
+    th_run(r, "CLIENT UNPAUSE");
+    redisFree(r);
+    rlock_cancel_free(t);
+    rlock_free(l);
+    rlock_client_free(c);
+    free(name);
+    th_server_stop(&srv);
+}

@@ -58,7 +58,10 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
     int64_t prelude_end = rlock__now_ms() + cmd_ms;
     if ((st = rlock__settle(l, tid, true, prelude_end)) != RLOCK_OK) {
         rlock__hold_tidy(c, l->name, l->namelen, tid);
-        return st;
+        /* A token fired while the doubt could not be settled: the caller
+         * asked to stop, and that is the answer (the doubt stays). */
+        return rlock__cancelled(cancel) ? rlock__fail(RLOCK_ECANCELED, "the wait was cancelled")
+                                        : st;
     }
     rlock__hold_view v;
     rlock__hold_view_of(c, l->name, l->namelen, tid, &v);
