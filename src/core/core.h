@@ -170,7 +170,6 @@ typedef struct rlock__holder {
                            settles it (c->wd_orphans) */
     int64_t pending_sent_ms; /* first send of the unanswered unlock */
     char pending_rid[33];
-    int64_t suspect_sent_ms; /* first send of the unanswered acquire */
     int64_t suspect_held;    /* the count when it was sent */
     char suspect_rid[33];
 } rlock__holder;
@@ -200,7 +199,6 @@ typedef struct rlock__hold_view {
                            level: the hold leaves watchdog mode */
     int64_t pending_sent_ms;
     char pending_rid[33];
-    int64_t suspect_sent_ms;
     int64_t suspect_held;
     char suspect_rid[33];
 } rlock__hold_view;

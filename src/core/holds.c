@@ -292,7 +292,6 @@ void rlock__hold_view_of(rlock_client *c, const char *name, size_t len, uint64_t
         v->ends_watchdog = x->count > 1 && x->wd_depth == x->count;
         v->pending_sent_ms = x->pending_sent_ms;
         memcpy(v->pending_rid, x->pending_rid, sizeof v->pending_rid);
-        v->suspect_sent_ms = x->suspect_sent_ms;
         v->suspect_held = x->suspect_held;
         memcpy(v->suspect_rid, x->suspect_rid, sizeof v->suspect_rid);
     }
@@ -422,7 +421,6 @@ void rlock__hold_set_suspect(rlock_client *c, const char *name, size_t len, uint
     if (x) {
         x->suspect = rid != NULL;
         if (rid) {
-            x->suspect_sent_ms = sent_ms;
             x->suspect_held = x->count;
             snprintf(x->suspect_rid, sizeof x->suspect_rid, "%s", rid);
             if (rid[0]) {
