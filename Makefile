@@ -181,10 +181,12 @@ bench-peers: deps
 	cp -rf $(ANCHORS)/. $(B)/bench-anchors/ && chmod -R u+w $(B)/bench-anchors
 	$(B)/bench-anchors/run.sh --runner "rlock=$(abspath $(B))/rlock-bench" $(ANCHORS_ARGS)
 
-# The porting guide's C blocks are excerpts of the compiled examples.
+# The porting guide's C blocks are excerpts of the compiled examples;
+# README's package list is what scripts/deps.sh installs.
 docs-check:
 	@if command -v python3 >/dev/null; then python3 scripts/check-doc-excerpts.py; \
-	else echo "docs-check: python3 not found, skipped"; fi
+	else echo "docs-check: python3 not found (scripts/deps.sh installs it), skipped"; fi
+	@sh scripts/check-readme-deps.sh
 
 # The exported symbols of the shared library must all be rlock_*.
 symbols: $(B)/librlock.so
@@ -449,6 +451,6 @@ interop: deps
 
 interop-docs-check:
 	@if command -v python3 >/dev/null; then python3 test/interop/check-java-excerpts.py; \
-	else echo "interop-docs-check: python3 not found, skipped"; fi
+	else echo "interop-docs-check: python3 not found (scripts/deps.sh installs it), skipped"; fi
 
 docs-check: interop-docs-check

@@ -3,6 +3,8 @@
 # Installs the Debian packages rlock needs to build, test and run its demo,
 # but only those that are missing. Safe to re-run; needs root (or sudo) only
 # when something is actually missing.
+# README.md names the packages this installs; scripts/check-readme-deps.sh
+# (make docs-check) holds the two lists equal: each `need` line below is one.
 set -eu
 
 pkgs=""
@@ -18,6 +20,8 @@ need gcc
 need make
 # de_DE sources and translations for the foreign-locale test.
 need locales
+# The docs checks (make docs-check) and the status --json test.
+need python3
 for extra in "$@"; do need "$extra"; done
 
 [ -z "$pkgs" ] && exit 0
