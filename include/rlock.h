@@ -23,9 +23,13 @@
  * checks its arguments and returns RLOCK_EINVAL instead of crashing on NULL
  * pointers, empty names or out-of-range times.
  *
- * Lifetimes: free every rlock before its client. Freeing a client does not
- * unlock the locks it holds: their leases run out in Redis (the watchdog
- * stops renewing them), exactly as when the process dies.
+ * Lifetimes: handles may be freed before or after their client
+ * (rlock_free() touches only the handle). Calls that enter while
+ * rlock_client_free() runs return RLOCK_ECLOSED; once it has returned,
+ * rlock_free() is the only call a handle of that client accepts.
+ * Neither free unlocks: a hold stays in Redis (renewed while its client
+ * lives) and, once the client is freed, its lease runs out, exactly as when
+ * the process dies.
  */
 #ifndef RLOCK_H
 #define RLOCK_H
@@ -229,8 +233,10 @@ RLOCK_API rlock_status rlock_new(rlock_client *c, const char *name, rlock **out)
 
 /* Frees a handle. Does not unlock: holds belong to threads, not handles,
  * and stay (and are renewed) until unlocked through any handle of the same
- * name. Touches only the handle's memory, never the client or Redis. NULL
- * is a no-op. Do not free a handle another thread is using. */
+ * name. Touches only the handle's memory, never the client or Redis, so it
+ * may come before or after rlock_client_free() (the one call a handle of a
+ * freed client accepts). NULL is a no-op. Do not free a handle another
+ * thread is using. */
 RLOCK_API void rlock_free(rlock *l);
 
 /* The lock's name as given to rlock_new(). NULL if l is NULL. */
