@@ -182,11 +182,13 @@ bench-peers: deps
 	$(B)/bench-anchors/run.sh --runner "rlock=$(abspath $(B))/rlock-bench" $(ANCHORS_ARGS)
 
 # The porting guide's C blocks are excerpts of the compiled examples;
-# README's package list is what scripts/deps.sh installs.
+# README's package list is what scripts/deps.sh installs; the man pages in
+# the tree name no version and api.md no test (scripts/check-doc-text.sh).
 docs-check:
 	@if command -v python3 >/dev/null; then python3 scripts/check-doc-excerpts.py; \
 	else echo "docs-check: python3 not found (scripts/deps.sh installs it), skipped"; fi
 	@sh scripts/check-readme-deps.sh
+	@sh scripts/check-doc-text.sh
 
 # The exported symbols of the shared library must all be rlock_*.
 symbols: $(B)/librlock.so
@@ -347,7 +349,8 @@ $(B)/cmake/rlock-config-version.cmake: cmake/rlock-config-version.cmake.in inclu
 
 # Man pages: section 3 from docs/man3 (one page per family of functions;
 # scripts/build-man.sh adds a .so page for every other name on a page's
-# NAME line), rlock(1) from docs; each gets the version on its .TH line.
+# NAME line), rlock(1) from docs; each gets the version on its .TH line
+# (the tree's pages say just "rlock" there: make docs-check).
 MAN3_SRC := $(wildcard docs/man3/*.3)
 man: $(MAN3_SRC) docs/rlock.1 scripts/build-man.sh include/rlock.h
 	@rm -rf $(B)/man

@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Builds the installable man pages.
 #   build-man.sh VERSION OUTDIR PAGE...  copies each PAGE.N to OUTDIR/manN/
-#       with "rlock VERSION" on its .TH line and @VERSION@ replaced, and
-#       writes a ".so manN/PAGE.N" page for every other name on the page's
+#       with "rlock VERSION" on its .TH line (the pages in the tree say
+#       "rlock" there and name no version of their own, which
+#       scripts/check-doc-text.sh checks), and writes a ".so manN/PAGE.N" page for every other name on the page's
 #       NAME line, so that `man rlock_unlock` finds rlock_lock(3).
 #   build-man.sh --names PAGE            prints the names on PAGE's NAME line.
 set -eu
@@ -27,8 +28,7 @@ for page in "$@"; do
     sec=${base##*.}
     stem=${base%.*}
     mkdir -p "$out/man$sec"
-    sed -e "/^\.TH /s/\"rlock [^\"]*\"/\"rlock $version\"/" -e "s/@VERSION@/$version/g" \
-        "$page" > "$out/man$sec/$base"
+    sed -e "/^\.TH /s/\"rlock\( [^\"]*\)\{0,1\}\"/\"rlock $version\"/" "$page" >"$out/man$sec/$base"
     names "$page" | while read -r n; do
         [ "$n" = "$stem" ] && continue
         printf '.so man%s/%s\n' "$sec" "$base" > "$out/man$sec/$n.$sec"

@@ -19,7 +19,14 @@ for f in $funcs; do
     fi
 done
 
+# The version the build wrote on each page's .TH line is the header's.
+version=$(sed -n 's/^#define RLOCK_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9][0-9]*\).*/\2/p' "$header" |
+          paste -sd. -)
 for p in "$man"/man1/*.1 "$man"/man3/*.3; do
+    if ! grep -q '^\.so ' "$p" && ! grep -m1 '^\.TH ' "$p" | grep -qF "\"rlock $version\""; then
+        echo "man-check: $p: its .TH line does not say \"rlock $version\""
+        fail=1
+    fi
     err=$(cd "$man" && LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings -E UTF-8 -l "$p" 2>&1 >/dev/null || echo "man failed")
     if [ -n "$err" ]; then
         echo "man-check: $p:"
