@@ -1,8 +1,9 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
 # Checks the built man pages: every public function of the header (and every
-# function-like rlock_ macro) has a page, real or .so link, and every page
-# renders without a warning from man/groff.
+# function-like rlock_ macro) has a page, real or .so link, every page
+# renders without a warning from man/groff and carries the header's version,
+# and the rlock(3) overview links every other page.
 #   check-man.sh include/rlock.h BUILD/man
 set -eu
 header=$1
@@ -34,6 +35,22 @@ for p in "$man"/man1/*.1 "$man"/man3/*.3; do
         fail=1
     fi
 done
+
+# rlock(3), the overview, links every other section-3 page of the tree.
+if [ ! -f "$man/man3/rlock.3" ]; then
+    echo "man-check: no rlock(3) overview page (docs/man3/rlock.3)"
+    fail=1
+else
+    for p in "$man"/man3/*.3; do
+        grep -q '^\.so ' "$p" && continue
+        page=$(basename "$p" .3)
+        [ "$page" = rlock ] && continue
+        if ! grep -q "^\.BR $page (3)" "$man/man3/rlock.3"; then
+            echo "man-check: rlock(3) does not link $page(3)"
+            fail=1
+        fi
+    done
+fi
 
 n=$(echo "$funcs" | wc -w)
 pages=$(ls "$man"/man3 | wc -l)
