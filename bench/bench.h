@@ -3,10 +3,12 @@
  * What the shared peer harness (../shared/bench-anchors) measures for every
  * library, rlock included, is not measured again here: runner.c speaks its
  * line protocol. The standalone report (report.c) keeps what is specific to
- * rlock: the uncontended pair as a ratio to the physical limit of the same
- * server, re-entry, and the cost and memory of watchdog-held locks
- * (scenarios.c), each measured in interleaved rounds. Only the public API
- * (rlock.h) is used; hiredis serves the control connection. */
+ * rlock: the uncontended pair as a ratio to its floor (the same scripts
+ * sent by a bare loop, floor.c) on the same server at the same moments,
+ * over plain TCP and over TLS; re-entry; the cost and memory of
+ * watchdog-held locks (scenarios.c); each measured in interleaved rounds.
+ * rlock is used through its public API (rlock.h) only; the floor reads the
+ * build's embedded script text; hiredis serves the control connection. */
 #ifndef RLOCK_BENCH_H
 #define RLOCK_BENCH_H
 
@@ -50,6 +52,10 @@ double bench_info(redisContext *r, const char *section, const char *field, const
 
 /* A client for redis://host:port (watchdog_ms 0: the default); dies on failure. */
 rlock_client *bench_client(const char *host, int port, int64_t watchdog_ms);
+/* A client for rediss://host:port with tls's settings; NULL when the
+ * library cannot speak TLS. Dies on other failures. */
+struct bench_tls;
+rlock_client *bench_client_tls(const char *host, int port, const struct bench_tls *tls);
 rlock *bench_lock(rlock_client *c, const char *name);
 uint64_t bench_stat(rlock_client *c, rlock_stat which);
 
@@ -58,6 +64,37 @@ uint64_t bench_stat(rlock_client *c, rlock_stat which);
  * Each pair's latency goes to lat_us when it is not NULL (room for n).
  * Returns the pairs done; failed calls are counted in *errors. */
 uint64_t bench_pairs(rlock *l, uint64_t n, int64_t deadline_ns, double *lat_us, uint64_t *errors);
+
+/* ---- wire.c, floor.c: the floor of the uncontended pair --------------- */
+
+/* TLS settings of a connection the bench opens itself (floor.c) and of its
+ * rlock clients over rediss://. ca_file NULL: OpenSSL's default store. */
+typedef struct bench_tls {
+    const char *ca_file;
+    const char *cert_file, *key_file; /* mutual TLS; key NULL: in cert_file */
+    const char *server_name;          /* NULL: the host */
+    bool insecure;                    /* no verification (self-made test servers) */
+} bench_tls;
+
+/* One blocking connection: a socket of our own, TLS when tls is not NULL,
+ * hiredis's formatter and reader. Dies on any failure. */
+typedef struct bench_wire bench_wire;
+bench_wire *bench_wire_open(const char *host, int port, const bench_tls *tls);
+redisReply *bench_wire_call(bench_wire *w, int argc, const char **argv, const size_t *lens);
+/* A command of up to three words (a1, a2 may be NULL); dies on an error reply. */
+redisReply *bench_wire_cmd(bench_wire *w, const char *a0, const char *a1, const char *a2);
+void bench_wire_close(bench_wire *w);
+
+/* The floor: the scripts and arguments of rlock's uncontended lock(WATCHDOG)
+ * + unlock of name, sent by a bare loop on one bench_wire (floor.c). */
+typedef struct bench_floor bench_floor;
+bench_floor *bench_floor_new(const char *host, int port, const bench_tls *tls, const char *name);
+/* n pairs; each pair's latency to lat_us when not NULL (room for n). Dies
+ * on a failed pair (another owner holding name included). */
+uint64_t bench_floor_pairs(bench_floor *f, uint64_t n, double *lat_us);
+/* Commands sent so far (the pairs' EVALSHAs and the latch DELs). */
+uint64_t bench_floor_commands(const bench_floor *f);
+void bench_floor_free(bench_floor *f);
 
 /* ---- runner.c: the line protocol of ../shared/bench-anchors ------------ */
 
@@ -75,28 +112,40 @@ int bench_runner_main(const bench_runner_args *a);
 
 /* ---- scenarios.c: one measurement each, called once per round --------- */
 
+enum { BENCH_TCP = 0, BENCH_TLS = 1 };
+
 /* The server and the run's settings, shared by every scenario. */
 typedef struct bench_ctx {
     char host[256];
     int port;
     bool quick;
     redisContext *r; /* control connection */
-    char sha[48];    /* the harness's lock-like script */
     char prefix[48]; /* key prefix unique to this run */
     rlock_client *c; /* the uncontended and nested client, made once */
+    /* TLS: a second port of the same server (0: none), the floor's and
+     * rlock's settings for it, and rlock's client over it (NULL while the
+     * library has no rediss://). */
+    int tls_port;
+    bench_tls tls;
+    rlock_client *ctls;
+    bench_floor *floor[2]; /* by transport */
 } bench_ctx;
 
-/* Figures of one round; NaN where a scenario did not run. */
+/* Figures of one round; NaN where a scenario did not run. By transport:
+ * [BENCH_TCP], [BENCH_TLS]. */
 typedef struct bench_round {
-    double limit_rps;    /* redis-benchmark EVALSHA lock-like, -c 1 */
-    double limit_cpu_us; /* redis-benchmark's own CPU per call */
-    double limit_usec;   /* Redis usec per lock-like call */
-    double pairs_per_s;  /* uncontended lock + unlock */
-    double ratio;        /* pairs_per_s / (limit_rps / 2) */
-    double pair_p50_us, pair_p99_us;
-    double pair_cpu_us;     /* client CPU (all threads) per pair */
+    double floor_pps[2];    /* the floor's pairs/s */
+    double floor_p50_us[2]; /* the floor's pair latency */
+    double floor_cpu_us[2]; /* client CPU per floor pair (whole process) */
+    double floor_usec;      /* Redis usec per script call of the floor */
+    double pairs_per_s[2];  /* uncontended lock + unlock */
+    double ratio[2];        /* pairs_per_s / floor_pps, same transport */
+    double pair_p50_us[2], pair_p99_us[2];
+    double pair_cpu_us[2];  /* client CPU (all threads) per pair */
     double pair_cmds;       /* RLOCK_STAT_COMMANDS per pair */
     double pair_usec;       /* Redis usec per rlock script call */
+    double tls_vs_tcp;       /* rlock's TLS pairs/s / its TCP pairs/s */
+    double tls_floor_vs_tcp; /* the same for the floor */
     double nest_first_us;   /* lock, hold count 0 -> 1 */
     double nest_reenter_us; /* lock, 1 -> 2 .. 10 -> 11 (mean of medians) */
     double nest_partial_us; /* unlock, 11 -> 10 .. 2 -> 1 */
@@ -111,19 +160,23 @@ typedef struct bench_round {
     double wd_errors;       /* failed locks and unlocks (ELOST: renewal fell behind) */
 } bench_round;
 
-/* The sums of a round's limit and pair slices. A round alternates short
- * slices of the two (limit, pairs, limit, pairs, ...) so that both see the
- * same moments of a noisy machine; bench_speed() turns the sums into the
- * round's figures and clears them. */
-typedef struct bench_acc {
-    double rb_calls, rb_s, rb_cpu_s, rb_srv_calls, rb_srv_usec;
-    double pairs, pairs_s, cpu_s, cmds, srv_calls, srv_usec;
+/* The sums of one side's slices in a round. */
+typedef struct bench_side {
+    double pairs, s, cpu_s, cmds, srv_calls, srv_usec;
     double *lat; /* pair latencies, us */
     size_t nlat;
+} bench_side;
+
+/* A round alternates short slices of the floor and of rlock's pairs, per
+ * transport (floor, rlock, TLS floor, TLS rlock; then the other way round)
+ * so that all see the same moments of a noisy machine; bench_speed() turns
+ * the sums into the round's figures and clears them. */
+typedef struct bench_acc {
+    bench_side floor[2], lib[2];
 } bench_acc;
 
-void bench_slice_limit(bench_ctx *x, int n, bench_acc *a);
-void bench_slice_pairs(bench_ctx *x, int n, bench_acc *a);
+void bench_slice_floor(bench_ctx *x, int t, int n, bench_acc *a);
+void bench_slice_pairs(bench_ctx *x, int t, int n, bench_acc *a);
 void bench_speed(bench_acc *a, bench_round *out);
 void bench_scn_nested(bench_ctx *x, bench_round *out);
 void bench_scn_watchdog(bench_ctx *x, int held, bench_round *out);

@@ -46,6 +46,10 @@ static int print_row(const row *w, const bench_round *rs, int n)
             v[k++] = x;
         }
     }
+    if (k == 0) {
+        free(v); /* not measured in this run (no TLS server) */
+        return 0;
+    }
     double med = bench_quantile(v, (size_t)k, 0.5);
     char a[32], b[32], c[32], g[64] = "";
     bool missed = false;
@@ -62,51 +66,74 @@ static int print_row(const row *w, const bench_round *rs, int n)
 
 static void print_rounds(const bench_round *rs, int n)
 {
-    char a[32], b[32], c[32], d[32];
-    printf("Rounds in the order they ran (limit and pairs measured back to back):\n\n"
-           "| round | EVALSHA/s | pairs/s | ratio | registry B/lock |\n|---|---|---|---|---|\n");
+    char a[32], b[32], c[32], d[32], e[32], f[32], g[32], h[32];
+    printf("Rounds in the order they ran (floor and pairs measured in alternating slices):\n\n"
+           "| round | floor pairs/s | rlock pairs/s | ratio | TLS floor pairs/s | TLS rlock "
+           "pairs/s | TLS ratio | TLS ÷ TCP | registry B/lock |\n"
+           "|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < n; i++) {
-        printf("| %d | %s | %s | %s | %s |\n", i + 1, num(a, rs[i].limit_rps, 0),
-               num(b, rs[i].pairs_per_s, 0), num(c, rs[i].ratio, 3),
-               num(d, rs[i].wd_registry_b, 0));
+        const bench_round *r = &rs[i];
+        printf("| %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", i + 1,
+               num(a, r->floor_pps[BENCH_TCP], 0), num(b, r->pairs_per_s[BENCH_TCP], 0),
+               num(c, r->ratio[BENCH_TCP], 3), num(d, r->floor_pps[BENCH_TLS], 0),
+               num(e, r->pairs_per_s[BENCH_TLS], 0), num(f, r->ratio[BENCH_TLS], 3),
+               num(g, r->tls_vs_tcp, 3), num(h, r->wd_registry_b, 0));
     }
     printf("\n");
 }
 
-static void load_lock_like(bench_ctx *x)
+/* Lock + unlock pairs of the floor and of rlock, warm (scripts loaded,
+ * pools open, buffers grown). */
+static void warm_up(bench_ctx *x)
 {
-    /* The same text as LOCK_LIKE_LUA in ../shared/bench-anchors/driver.py,
-     * so that both measure the same limit. */
-    redisReply *r = bench_cmd(x->r, "SCRIPT LOAD %s",
-                              "redis.call('HINCRBY', KEYS[1], ARGV[1], 1); "
-                              "redis.call('PEXPIRE', KEYS[1], 30000); return 1");
-    snprintf(x->sha, sizeof x->sha, "%s", r->type == REDIS_REPLY_STRING ? r->str : "");
-    freeReplyObject(r);
+    const rlock_client *cs[2] = {x->c, x->ctls};
+    for (int t = BENCH_TCP; t <= BENCH_TLS; t++) {
+        if (x->floor[t]) {
+            bench_floor_pairs(x->floor[t], 300, NULL);
+        }
+        if (cs[t]) {
+            char name[96];
+            snprintf(name, sizeof name, "%s:warm%s", x->prefix, t == BENCH_TLS ? ":tls" : "");
+            rlock *l = bench_lock((rlock_client *)cs[t], name);
+            uint64_t errors = 0;
+            bench_pairs(l, 500, 0, NULL, &errors);
+            rlock_free(l);
+        }
+    }
 }
 
 int bench_report_main(bench_ctx *x, int rounds, int held)
 {
     x->r = bench_connect(x->host, x->port);
-    load_lock_like(x);
     snprintf(x->prefix, sizeof x->prefix, "rlock-bench:%ld", (long)getpid());
     x->c = bench_client(x->host, x->port, 0);
-    {
-        char name[96];
-        snprintf(name, sizeof name, "%s:warm", x->prefix);
-        rlock *l = bench_lock(x->c, name);
-        uint64_t errors = 0;
-        bench_pairs(l, 500, 0, NULL, &errors); /* loads the scripts, opens the pool */
-        rlock_free(l);
+    char name[96];
+    snprintf(name, sizeof name, "%s:floor", x->prefix);
+    x->floor[BENCH_TCP] = bench_floor_new(x->host, x->port, NULL, name);
+    if (x->tls_port) {
+        snprintf(name, sizeof name, "%s:floor:tls", x->prefix);
+        x->floor[BENCH_TLS] = bench_floor_new(x->host, x->tls_port, &x->tls, name);
+        x->ctls = bench_client_tls(x->host, x->tls_port, &x->tls);
     }
+    warm_up(x);
     bench_round *rs = bench_xcalloc((size_t)rounds, sizeof *rs);
     int64_t t0 = bench_now_ns();
+    int slices = x->quick ? 3 : 5, n = x->quick ? 1000 : 4000;
     for (int i = 0; i < rounds; i++) {
-        bench_note("round %d/%d: limit, uncontended, nested, watchdog (%d locks)", i + 1, rounds,
-                   held);
-        bench_acc acc = {0};
-        for (int k = 0; k < (x->quick ? 3 : 5); k++) {
-            bench_slice_limit(x, x->quick ? 2000 : 6000, &acc);
-            bench_slice_pairs(x, x->quick ? 1000 : 4000, &acc);
+        bench_note("round %d/%d: floor and uncontended%s, nested, watchdog (%d locks)", i + 1,
+                   rounds, x->tls_port ? " (TCP and TLS)" : "", held);
+        bench_acc acc;
+        memset(&acc, 0, sizeof acc);
+        for (int k = 0; k < slices; k++) {
+            /* floor, rlock, TLS floor, TLS rlock; the next slice backwards */
+            for (int m = 0; m < 4; m++) {
+                int s = k % 2 ? 3 - m : m;
+                if (s % 2) {
+                    bench_slice_pairs(x, s / 2, n, &acc);
+                } else {
+                    bench_slice_floor(x, s / 2, n, &acc);
+                }
+            }
         }
         bench_speed(&acc, &rs[i]);
         bench_scn_nested(x, &rs[i]);
@@ -117,11 +144,26 @@ int bench_report_main(bench_ctx *x, int rounds, int held)
     redisReply *v = bench_cmd(x->r, "INFO server");
     const char *ver = v->type == REDIS_REPLY_STRING ? strstr(v->str, "redis_version:") : NULL;
     printf("# rlock-bench %s%s\n\n", rlock_version(), x->quick ? " (quick)" : "");
-    printf("redis-server %.*s on %s:%d, %ld CPUs. %d interleaved rounds (each: limit, "
-           "uncontended, nested, watchdog), %.0f s. Median over the rounds, with the "
-           "lowest and highest round.\n\n",
+    char load[64] = "?", tls_note[160] = "";
+    FILE *la = fopen("/proc/loadavg", "r");
+    if (la) {
+        if (!fgets(load, sizeof load, la)) {
+            snprintf(load, sizeof load, "?");
+        }
+        fclose(la);
+        load[strcspn(load, " ")] = '\0'; /* the 1-minute figure */
+    }
+    if (x->tls_port) {
+        snprintf(tls_note, sizeof tls_note, "TLS on port %d of the same server%s. ", x->tls_port,
+                 x->ctls ? "" : " (floor only: this library has no rediss://)");
+    }
+    printf("redis-server %.*s on %s:%d, %ld CPUs. %s%d interleaved rounds (each: "
+           "floor and uncontended pairs, nested, watchdog), %.0f s, load average %s at the "
+           "end. Median over the rounds, with the lowest and highest round. The floor is "
+           "the same scripts and arguments as rlock's pair, sent by a bare loop on one "
+           "blocking connection (bench/floor.c).\n\n",
            ver ? (int)strcspn(ver + 14, "\r\n") : 1, ver ? ver + 14 : "?", x->host, x->port,
-           sysconf(_SC_NPROCESSORS_ONLN), rounds, total);
+           sysconf(_SC_NPROCESSORS_ONLN), tls_note, rounds, total, load);
     freeReplyObject(v);
     char wd[4][128];
     snprintf(wd[0], sizeof wd[0], "watchdog, %d held: registry bytes per held lock", held);
@@ -129,16 +171,28 @@ int bench_report_main(bench_ctx *x, int rounds, int held)
     snprintf(wd[2], sizeof wd[2], "watchdog, %d held: client CPU µs per lock renewed", held);
     snprintf(wd[3], sizeof wd[3], "watchdog, %d held: Redis CPU µs per lock renewed", held);
     const row rows[] = {
-        {"limit: redis-benchmark EVALSHA lock-like -c 1, calls/s", F(limit_rps), 0, 0, 0},
-        {"limit: redis-benchmark CPU µs per call", F(limit_cpu_us), 1, 0, 0},
-        {"limit: Redis µs per lock-like call", F(limit_usec), 2, 0, 0},
-        {"uncontended: lock + unlock pairs/s", F(pairs_per_s), 0, 0, 0},
-        {"**uncontended ratio** = pairs/s ÷ (EVALSHA/s ÷ 2)", F(ratio), 3, '>', 0.9},
-        {"uncontended: pair latency p50 µs", F(pair_p50_us), 1, 0, 0},
-        {"uncontended: pair latency p99 µs", F(pair_p99_us), 1, 0, 0},
-        {"uncontended: rlock client CPU µs per pair (all threads)", F(pair_cpu_us), 1, 0, 0},
-        {"uncontended: client commands per pair", F(pair_cmds), 3, 0, 0},
+        {"floor: bare-loop pairs/s (same scripts, one blocking connection)", F(floor_pps[0]), 0,
+         0, 0},
+        {"uncontended: rlock lock + unlock pairs/s", F(pairs_per_s[0]), 0, 0, 0},
+        {"**uncontended ratio** = rlock pairs/s ÷ floor pairs/s", F(ratio[0]), 3, '>', 0.9},
+        {"floor: pair latency p50 µs", F(floor_p50_us[0]), 1, 0, 0},
+        {"uncontended: pair latency p50 µs", F(pair_p50_us[0]), 1, 0, 0},
+        {"uncontended: pair latency p99 µs", F(pair_p99_us[0]), 1, 0, 0},
+        {"floor: client CPU µs per pair (whole process)", F(floor_cpu_us[0]), 1, 0, 0},
+        {"uncontended: rlock client CPU µs per pair (all threads)", F(pair_cpu_us[0]), 1, 0, 0},
+        {"uncontended: client commands per pair (floor: 2.004)", F(pair_cmds), 3, 0, 0},
+        {"floor: Redis µs per script call", F(floor_usec), 2, 0, 0},
         {"uncontended: Redis µs per rlock script call", F(pair_usec), 2, 0, 0},
+        {"TLS floor: bare-loop pairs/s", F(floor_pps[1]), 0, 0, 0},
+        {"TLS uncontended: rlock pairs/s", F(pairs_per_s[1]), 0, 0, 0},
+        {"**TLS uncontended ratio** = rlock ÷ floor, both over TLS", F(ratio[1]), 3, '>', 0.9},
+        {"TLS ÷ TCP: rlock pairs/s over TLS ÷ over TCP, same round", F(tls_vs_tcp), 3, 0, 0},
+        {"TLS ÷ TCP: floor pairs/s over TLS ÷ over TCP, same round", F(tls_floor_vs_tcp), 3, 0,
+         0},
+        {"TLS floor: pair latency p50 µs", F(floor_p50_us[1]), 1, 0, 0},
+        {"TLS uncontended: pair latency p50 µs", F(pair_p50_us[1]), 1, 0, 0},
+        {"TLS floor: client CPU µs per pair", F(floor_cpu_us[1]), 1, 0, 0},
+        {"TLS uncontended: rlock client CPU µs per pair", F(pair_cpu_us[1]), 1, 0, 0},
         {"nested: first lock (hold 0 → 1) p50 µs", F(nest_first_us), 1, 0, 0},
         {"nested: re-entry (1 → 2 … 10 → 11) p50 µs", F(nest_reenter_us), 1, 0, 0},
         {"nested: re-entry p50 at depth 10 ÷ depth 1", F(nest_slope), 2, '<', 1.25},
@@ -161,6 +215,11 @@ int bench_report_main(bench_ctx *x, int rounds, int held)
     print_rounds(rs, rounds);
     printf("%d goal%s missed\n", missed, missed == 1 ? "" : "s");
     fflush(stdout);
+    bench_floor_free(x->floor[BENCH_TCP]);
+    bench_floor_free(x->floor[BENCH_TLS]);
+    if (x->ctls) {
+        rlock_client_free(x->ctls);
+    }
     rlock_client_free(x->c);
     redisFree(x->r);
     free(rs);

@@ -8,16 +8,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: rlock-bench [--url redis://HOST:PORT] [--rounds R] [--held N] [--quick]\n"
-               "       rlock-bench --loop N [--url redis://HOST:PORT]\n"
+    fprintf(f, "usage: rlock-bench [--url redis://HOST:PORT] [TLS] [--rounds R] [--held N] "
+               "[--quick]\n"
+               "       rlock-bench --loop N [--url redis://HOST:PORT] [TLS --tls]\n"
+               "       rlock-bench --floor N [--url redis://HOST:PORT] [TLS --tls]\n"
                "       rlock-bench --port P --scenario uncontended|contended [--n N]\n"
                "                   [--duration S] [--workers W] [--lock-key K] "
                "[--counter-key C]\n"
-               "URL defaults to $RLOCK_URL, then redis://127.0.0.1:6379. R defaults to 5 "
-               "(3 with --quick),\nN (held watchdog locks) to 10000 (1000 with --quick).\n");
+               "TLS: --tls-url rediss://HOST:PORT [--cacert FILE] [--cert FILE [--key FILE]]\n"
+               "     [--tls-name NAME] [--tls-insecure]: the same server's TLS port\n"
+               "URL defaults to $RLOCK_URL, then redis://127.0.0.1:6379; --tls-url to "
+               "$RLOCK_TLS_URL,\n--cacert to $RLOCK_TLS_CACERT. R defaults to 5 (3 with "
+               "--quick), N (held\nwatchdog locks) to 10000 (1000 with --quick). --loop: "
+               "rlock's pairs; --floor: the\nsame scripts from a bare loop; --tls: over the TLS "
+               "port.\n");
 }
 
 static double number(int argc, char **argv, int *i, double min)
@@ -41,28 +49,63 @@ static const char *text(int argc, char **argv, int *i)
     return argv[++*i];
 }
 
-/* redis://HOST[:PORT][/]: the benchmark's servers are local and need no
- * password, and redis-benchmark needs TCP. */
-static void parse_url(const char *url, bench_ctx *x)
+/* SCHEME://HOST[:PORT][/]: the benchmark's servers are local and need no
+ * password. host may be NULL (the TLS URL names the host of the plain one). */
+static void parse_url(const char *url, const char *scheme, char *host, size_t size, int *port)
 {
-    x->port = 6379;
-    size_t hl = strncmp(url, "redis://", 8) == 0 ? strcspn(url + 8, ":/@") : 0;
-    if (hl == 0 || hl >= sizeof x->host || url[8 + hl] == '@') {
-        bench_die("cannot use '%s': redis://HOST[:PORT] only", url);
+    size_t sl = strlen(scheme);
+    *port = 6379;
+    size_t hl = strncmp(url, scheme, sl) == 0 ? strcspn(url + sl, ":/@") : 0;
+    if (hl == 0 || hl >= size || url[sl + hl] == '@') {
+        bench_die("cannot use '%s': %sHOST[:PORT] only", url, scheme);
     }
-    memcpy(x->host, url + 8, hl);
-    x->host[hl] = '\0';
-    if (url[8 + hl] == ':') {
-        x->port = atoi(url + 9 + hl);
+    if (host) {
+        memcpy(host, url + sl, hl);
+        host[hl] = '\0';
     }
-    if (x->port <= 0 || x->port > 65535) {
+    if (url[sl + hl] == ':') {
+        *port = atoi(url + sl + 1 + hl);
+    }
+    if (*port <= 0 || *port > 65535) {
         bench_die("bad port in '%s'", url);
     }
 }
 
-static int loop(bench_ctx *x, uint64_t n)
+/* The summary line of --loop and --floor; bench/ab.sh reads its 6th word. */
+static void summary(uint64_t done, double s, double cpu_s, double cmds, uint64_t errors)
 {
-    rlock_client *c = bench_client(x->host, x->port, 0);
+    fprintf(stderr,
+            "%llu pairs in %.3f s: %.0f pairs/s, %.1f us per pair, client CPU %.1f us per "
+            "pair, %.2f commands per pair, %llu errors\n",
+            (unsigned long long)done, s, (double)done / s, s * 1e6 / (double)done,
+            cpu_s * 1e6 / (double)done, cmds / (double)done, (unsigned long long)errors);
+}
+
+/* n floor pairs after 300 warm-up pairs, one summary line. */
+static int floor_loop(bench_ctx *x, bool tls, uint64_t n)
+{
+    char name[64];
+    snprintf(name, sizeof name, "rlock-bench:floor:%ld", (long)getpid());
+    bench_floor *f = bench_floor_new(x->host, tls ? x->tls_port : x->port,
+                                     tls ? &x->tls : NULL, name);
+    bench_floor_pairs(f, 300, NULL);
+    uint64_t cmds0 = bench_floor_commands(f);
+    double cpu0 = bench_cpu_s(true);
+    int64_t t0 = bench_now_ns();
+    uint64_t done = bench_floor_pairs(f, n, NULL);
+    double s = (double)(bench_now_ns() - t0) / 1e9;
+    summary(done, s, bench_cpu_s(true) - cpu0, (double)(bench_floor_commands(f) - cmds0), 0);
+    bench_floor_free(f);
+    return 0;
+}
+
+static int loop(bench_ctx *x, bool tls, uint64_t n)
+{
+    rlock_client *c = tls ? bench_client_tls(x->host, x->tls_port, &x->tls)
+                          : bench_client(x->host, x->port, 0);
+    if (!c) {
+        bench_die("--loop --tls: this library has no rediss://");
+    }
     rlock *l = bench_lock(c, "rlock-bench:loop");
     uint64_t errors = 0;
     bench_pairs(l, 300, 0, NULL, &errors);
@@ -71,13 +114,8 @@ static int loop(bench_ctx *x, uint64_t n)
     int64_t t0 = bench_now_ns();
     uint64_t done = bench_pairs(l, n, 0, NULL, &errors);
     double s = (double)(bench_now_ns() - t0) / 1e9;
-    fprintf(stderr,
-            "%llu pairs in %.3f s: %.0f pairs/s, %.1f us per pair, client CPU %.1f us per "
-            "pair, %.2f commands per pair, %llu errors\n",
-            (unsigned long long)done, s, (double)done / s, s * 1e6 / (double)done,
-            (bench_cpu_s(true) - cpu0) * 1e6 / (double)done,
-            (double)(bench_stat(c, RLOCK_STAT_COMMANDS) - cmds0) / (double)done,
-            (unsigned long long)errors);
+    summary(done, s, bench_cpu_s(true) - cpu0,
+            (double)(bench_stat(c, RLOCK_STAT_COMMANDS) - cmds0), errors);
     rlock_free(l);
     rlock_client_free(c);
     return errors ? 1 : 0;
@@ -89,8 +127,14 @@ int main(int argc, char **argv)
     bench_ctx x;
     memset(&x, 0, sizeof x);
     const char *url = getenv("RLOCK_URL");
+    const char *tls_url = getenv("RLOCK_TLS_URL");
+    x.tls.ca_file = getenv("RLOCK_TLS_CACERT");
+    if (x.tls.ca_file && !x.tls.ca_file[0]) {
+        x.tls.ca_file = NULL;
+    }
     int rounds = 0, held = 0;
-    uint64_t loop_n = 0;
+    uint64_t loop_n = 0, floor_n = 0;
+    bool over_tls = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -106,6 +150,22 @@ int main(int argc, char **argv)
             held = (int)number(argc, argv, &i, 1);
         } else if (strcmp(a, "--loop") == 0) {
             loop_n = (uint64_t)number(argc, argv, &i, 1);
+        } else if (strcmp(a, "--floor") == 0) {
+            floor_n = (uint64_t)number(argc, argv, &i, 1);
+        } else if (strcmp(a, "--tls") == 0) {
+            over_tls = true;
+        } else if (strcmp(a, "--tls-url") == 0) {
+            tls_url = text(argc, argv, &i);
+        } else if (strcmp(a, "--cacert") == 0) {
+            x.tls.ca_file = text(argc, argv, &i);
+        } else if (strcmp(a, "--cert") == 0) {
+            x.tls.cert_file = text(argc, argv, &i);
+        } else if (strcmp(a, "--key") == 0) {
+            x.tls.key_file = text(argc, argv, &i);
+        } else if (strcmp(a, "--tls-name") == 0) {
+            x.tls.server_name = text(argc, argv, &i);
+        } else if (strcmp(a, "--tls-insecure") == 0) {
+            x.tls.insecure = true;
         } else if (strcmp(a, "--port") == 0) {
             ra.port = (int)number(argc, argv, &i, 1);
         } else if (strcmp(a, "--scenario") == 0) {
@@ -132,9 +192,18 @@ int main(int argc, char **argv)
         }
         return bench_runner_main(&ra);
     }
-    parse_url(url && url[0] ? url : "redis://127.0.0.1:6379", &x);
+    parse_url(url && url[0] ? url : "redis://127.0.0.1:6379", "redis://", x.host, sizeof x.host,
+              &x.port);
+    if (tls_url && tls_url[0]) {
+        parse_url(tls_url, "rediss://", NULL, sizeof x.host, &x.tls_port);
+    } else if (over_tls) {
+        bench_die("--tls needs --tls-url rediss://HOST:PORT (or $RLOCK_TLS_URL)");
+    }
+    if (floor_n) {
+        return floor_loop(&x, over_tls, floor_n);
+    }
     if (loop_n) {
-        return loop(&x, loop_n);
+        return loop(&x, over_tls, loop_n);
     }
     if (rounds == 0) {
         rounds = x.quick ? 3 : 5;

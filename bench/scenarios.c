@@ -25,80 +25,94 @@ static void add_evalsha(bench_ctx *x, double *calls, double *usec)
     *usec += bench_info(x->r, "commandstats", "cmdstat_evalsha", "usec");
 }
 
-/* The physical limit: redis-benchmark's single-client EVALSHA rate of the
- * harness's lock-like script (HINCRBY + PEXPIRE), same command line as
- * ../shared/bench-anchors/driver.py apart from -n. */
-void bench_slice_limit(bench_ctx *x, int n, bench_acc *a)
+static void grow(bench_side *d, int n)
 {
-    char cmd[512], line[512];
-    snprintf(cmd, sizeof cmd,
-             "redis-benchmark -h '%s' -p %d -c 1 -P 1 -n %d --csv evalsha %s 1 '%s:rb' field",
-             x->host, x->port, n, x->sha, x->prefix);
-    reset_stats(x);
-    fflush(stdout);
-    double cpu0 = bench_cpu_s(false);
-    FILE *p = popen(cmd, "r");
-    if (!p) {
-        bench_die("cannot run redis-benchmark: %s", strerror(errno));
-    }
-    /* --csv: a header line, then "test","rps",... */
-    double rps = NAN;
-    while (fgets(line, sizeof line, p)) {
-        if (line[0] == '"' && strncmp(line, "\"test\"", 6) != 0) {
-            char *f = strchr(line + 1, ',');
-            rps = f && f[1] == '"' ? strtod(f + 2, NULL) : NAN;
-        }
-    }
-    if (pclose(p) != 0 || !(rps > 0)) {
-        bench_die("redis-benchmark failed: %s (apt-get install redis-tools)", cmd);
-    }
-    a->rb_calls += n;
-    a->rb_s += n / rps;
-    a->rb_cpu_s += bench_cpu_s(false) - cpu0; /* its whole run, connect included */
-    add_evalsha(x, &a->rb_srv_calls, &a->rb_srv_usec);
-}
-
-/* One thread, lock(WATCHDOG) + unlock of one name, n pairs. */
-void bench_slice_pairs(bench_ctx *x, int n, bench_acc *a)
-{
-    char name[96];
-    snprintf(name, sizeof name, "%s:unc", x->prefix);
-    rlock *l = bench_lock(x->c, name);
-    a->lat = realloc(a->lat, (a->nlat + (size_t)n) * sizeof *a->lat);
-    if (!a->lat) {
+    d->lat = realloc(d->lat, (d->nlat + (size_t)n) * sizeof *d->lat);
+    if (!d->lat) {
         bench_die("out of memory");
     }
-    uint64_t errors = 0;
+}
+
+/* The floor (floor.c): rlock's scripts and arguments from a bare loop. */
+void bench_slice_floor(bench_ctx *x, int t, int n, bench_acc *a)
+{
+    bench_floor *f = x->floor[t];
+    if (!f) {
+        return;
+    }
+    bench_side *d = &a->floor[t];
+    grow(d, n);
     reset_stats(x);
-    uint64_t cmds0 = bench_stat(x->c, RLOCK_STAT_COMMANDS);
+    uint64_t cmds0 = bench_floor_commands(f);
     double cpu0 = bench_cpu_s(true);
     int64_t t0 = bench_now_ns();
-    uint64_t done = bench_pairs(l, (uint64_t)n, 0, a->lat + a->nlat, &errors);
-    a->pairs_s += (double)(bench_now_ns() - t0) / 1e9;
-    a->cpu_s += bench_cpu_s(true) - cpu0;
-    a->cmds += (double)(bench_stat(x->c, RLOCK_STAT_COMMANDS) - cmds0);
+    uint64_t done = bench_floor_pairs(f, (uint64_t)n, d->lat + d->nlat);
+    d->s += (double)(bench_now_ns() - t0) / 1e9;
+    d->cpu_s += bench_cpu_s(true) - cpu0;
+    d->cmds += (double)(bench_floor_commands(f) - cmds0);
+    d->pairs += (double)done;
+    d->nlat += done;
+    add_evalsha(x, &d->srv_calls, &d->srv_usec);
+}
+
+/* One thread, lock(WATCHDOG) + unlock of one name, n pairs, on the client
+ * of transport t (none: nothing to measure). */
+void bench_slice_pairs(bench_ctx *x, int t, int n, bench_acc *a)
+{
+    rlock_client *c = t == BENCH_TLS ? x->ctls : x->c;
+    if (!c) {
+        return;
+    }
+    char name[96];
+    snprintf(name, sizeof name, "%s:unc%s", x->prefix, t == BENCH_TLS ? ":tls" : "");
+    rlock *l = bench_lock(c, name);
+    bench_side *d = &a->lib[t];
+    grow(d, n);
+    uint64_t errors = 0;
+    reset_stats(x);
+    uint64_t cmds0 = bench_stat(c, RLOCK_STAT_COMMANDS);
+    double cpu0 = bench_cpu_s(true);
+    int64_t t0 = bench_now_ns();
+    uint64_t done = bench_pairs(l, (uint64_t)n, 0, d->lat + d->nlat, &errors);
+    d->s += (double)(bench_now_ns() - t0) / 1e9;
+    d->cpu_s += bench_cpu_s(true) - cpu0;
+    d->cmds += (double)(bench_stat(c, RLOCK_STAT_COMMANDS) - cmds0);
     if (errors || done == 0) {
         bench_die("uncontended: %llu errors", (unsigned long long)errors);
     }
-    a->pairs += (double)done;
-    a->nlat += done;
-    add_evalsha(x, &a->srv_calls, &a->srv_usec);
+    d->pairs += (double)done;
+    d->nlat += done;
+    add_evalsha(x, &d->srv_calls, &d->srv_usec);
     rlock_free(l);
+}
+
+static double per(double a, double b)
+{
+    return b > 0 ? a / b : NAN;
 }
 
 void bench_speed(bench_acc *a, bench_round *out)
 {
-    out->limit_rps = a->rb_calls / a->rb_s;
-    out->limit_cpu_us = a->rb_cpu_s * 1e6 / a->rb_calls;
-    out->limit_usec = a->rb_srv_usec / a->rb_srv_calls;
-    out->pairs_per_s = a->pairs / a->pairs_s;
-    out->ratio = out->pairs_per_s / (out->limit_rps / 2);
-    out->pair_cpu_us = a->cpu_s * 1e6 / a->pairs;
-    out->pair_cmds = a->cmds / a->pairs;
-    out->pair_usec = a->srv_usec / a->srv_calls;
-    out->pair_p50_us = bench_quantile(a->lat, a->nlat, 0.5);
-    out->pair_p99_us = bench_quantile(a->lat, a->nlat, 0.99);
-    free(a->lat);
+    for (int t = BENCH_TCP; t <= BENCH_TLS; t++) {
+        bench_side *f = &a->floor[t], *p = &a->lib[t];
+        out->floor_pps[t] = per(f->pairs, f->s);
+        out->floor_cpu_us[t] = per(f->cpu_s * 1e6, f->pairs);
+        out->floor_p50_us[t] = bench_quantile(f->lat, f->nlat, 0.5);
+        out->pairs_per_s[t] = per(p->pairs, p->s);
+        out->ratio[t] = per(out->pairs_per_s[t], out->floor_pps[t]);
+        out->pair_cpu_us[t] = per(p->cpu_s * 1e6, p->pairs);
+        out->pair_p50_us[t] = bench_quantile(p->lat, p->nlat, 0.5);
+        out->pair_p99_us[t] = bench_quantile(p->lat, p->nlat, 0.99);
+    }
+    out->floor_usec = per(a->floor[BENCH_TCP].srv_usec, a->floor[BENCH_TCP].srv_calls);
+    out->pair_cmds = per(a->lib[BENCH_TCP].cmds, a->lib[BENCH_TCP].pairs);
+    out->pair_usec = per(a->lib[BENCH_TCP].srv_usec, a->lib[BENCH_TCP].srv_calls);
+    out->tls_vs_tcp = per(out->pairs_per_s[BENCH_TLS], out->pairs_per_s[BENCH_TCP]);
+    out->tls_floor_vs_tcp = per(out->floor_pps[BENCH_TLS], out->floor_pps[BENCH_TCP]);
+    for (int t = BENCH_TCP; t <= BENCH_TLS; t++) {
+        free(a->floor[t].lat);
+        free(a->lib[t].lat);
+    }
     memset(a, 0, sizeof *a);
 }
 
