@@ -170,7 +170,7 @@ BENCH_ARGS ?=
 ANCHORS    ?= ../shared/bench-anchors
 bench: deps
 	$(MAKE) $(B)/rlock-bench
-	sh scripts/with-redis.sh $(B)/rlock-bench $(BENCH_ARGS)
+	sh scripts/with-redis.sh --tls $(B)/rlock-bench $(BENCH_ARGS)
 
 # The shared peer harness with rlock as one more runner (~1.5 min). It runs
 # from a copy in $(B)/bench-anchors, where its npm packages are installed and
