@@ -1,41 +1,92 @@
 #!/bin/sh
 # Interleaved A/B of the uncontended pair of two rlock-bench builds (before
 # and after a change to src/) against the floor of the same rounds: the
-# same scripts and arguments sent by a bare loop (rlock-bench --floor, of
-# NEW's build unless FLOOR=path names another rlock-bench). Each round runs
-# the floor, A, B (swapped every other round), the floor; medians over the
-# rounds at the end. Needs RLOCK_URL:
+# same scripts and arguments sent by a bare loop (bench/floor.c, run in
+# NEW's process: NEW's scripts). Both builds run as --slices processes
+# driven from here, so every round alternates short slices of the three
+# (floor, A, B in a rotating order): a slow moment of this shared machine
+# hits all of them alike. Per round: pairs/s of each, A and B as ratios to
+# the floor, B/A; medians and ranges over the rounds at the end.
+# Needs RLOCK_URL:
 #   sh scripts/with-redis.sh sh bench/ab.sh OLD/rlock-bench NEW/rlock-bench [ROUNDS=9] [PAIRS=5000]
+# PAIRS is per side and round, in SLICES (env, default 10) slices.
+# PIN (env): where A and B run against the server, which is pinned to CPU 0
+# (a local server of this user, found by its port). On these VMs a round
+# trip to a server on the other CPU costs ~75 us of wake-up latency (idle
+# vCPUs), on the same CPU ~10 us, so the two placements measure different
+# things and an unpinned run mixes them at random:
+#   same  (default) A and B on CPU 0: the client's CPU cost shows fully
+#   other           A and B on CPU 1: wake-up latency dominates
+#   none            nothing pinned
 set -eu
 a=$1
 b=$2
 rounds=${3:-9}
 pairs=${4:-5000}
-floor_bin=${FLOOR:-$b}
-floor() {
-    "$floor_bin" --floor "$pairs" 2>&1 | awk '/pairs in/ { print $6 }'
+slices=${SLICES:-10}
+per=$((pairs / slices))
+d=$(mktemp -d /tmp/rlock-ab.XXXXXX)
+pa=
+pb=
+cleanup() {
+    exec 3>&- 5>&- 4<&- 6<&- 2>/dev/null || true
+    [ -z "$pa" ] || wait "$pa" 2>/dev/null || true
+    [ -z "$pb" ] || wait "$pb" 2>/dev/null || true
+    rm -rf "$d"
 }
-loop() {
-    "$1" --loop "$pairs" 2>&1 | awk '/pairs in/ { print $6 }'
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+pin=${PIN:-same}
+set --
+if [ "$pin" != none ]; then
+    port=${RLOCK_URL##*:}
+    port=${port%%/*}
+    spid=$(redis-cli -p "$port" INFO server | tr -d '\r' | awk -F: '$1 == "process_id" { print $2 }')
+    taskset -apc 0 "$spid" >/dev/null
+    case $pin in
+    same) set -- taskset -c 0 ;;
+    other) set -- taskset -c 1 ;;
+    *) echo "ab.sh: PIN is same, other or none" >&2; exit 2 ;;
+    esac
+fi
+mkfifo "$d/a.in" "$d/a.out" "$d/b.in" "$d/b.out"
+"$@" "$a" --slices <"$d/a.in" >"$d/a.out" &
+pa=$!
+"$@" "$b" --slices <"$d/b.in" >"$d/b.out" &
+pb=$!
+exec 3>"$d/a.in" 4<"$d/a.out" 5>"$d/b.in" 6<"$d/b.out"
+read -r ready <&4
+read -r ready <&6
+# One slice: side F (the floor, in B's process), A or B; its seconds go to
+# the round's file.
+run() {
+    case $1 in
+    A) echo "lock $per" >&3 && read -r t <&4 ;;
+    B) echo "lock $per" >&5 && read -r t <&6 ;;
+    F) echo "floor $per" >&5 && read -r t <&6 ;;
+    esac
+    echo "$1 $t" >>"$d/round"
 }
-out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+out=$d/rounds
 echo "round floor_pairs/s A_pairs/s B_pairs/s A_ratio B_ratio B/A load" >&2
 i=1
 while [ "$i" -le "$rounds" ]; do
-    f1=$(floor)
-    if [ $((i % 2)) -eq 1 ]; then
-        pa=$(loop "$a")
-        pb=$(loop "$b")
-    else
-        pb=$(loop "$b")
-        pa=$(loop "$a")
-    fi
-    f2=$(floor)
+    : >"$d/round"
+    k=0
+    while [ "$k" -lt "$slices" ]; do
+        case $(((k + i) % 4)) in
+        0) run F; run A; run B ;;
+        1) run B; run A; run F ;;
+        2) run F; run B; run A ;;
+        3) run A; run B; run F ;;
+        esac
+        k=$((k + 1))
+    done
     load=$(cut -d' ' -f1 /proc/loadavg)
-    echo "$i $f1 $f2 $pa $pb $load" | awk '{ f = ($2 + $3) / 2;
-        printf "%d %.0f %s %s %.3f %.3f %.3f %s\n", $1, f, $4, $5, $4 / f, $5 / f, $5 / $4, $6 }' |
-        tee -a "$out" >&2
+    awk -v i="$i" -v n="$((per * slices))" -v load="$load" '{ s[$1] += $2 } END {
+        f = n / s["F"]; x = n / s["A"]; y = n / s["B"];
+        printf "%d %.0f %.0f %.0f %.3f %.3f %.3f %s\n", i, f, x, y, x / f, y / f, y / x, load }' \
+        "$d/round" | tee -a "$out" >&2
     i=$((i + 1))
 done
 median() {
@@ -45,8 +96,9 @@ median() {
 range() {
     sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "[%s - %s]", lo, hi }'
 }
-echo "median over $rounds rounds: A ratio $(awk '{ print $5 }' "$out" | median)" \
-    "$(awk '{ print $5 }' "$out" | range), B ratio $(awk '{ print $6 }' "$out" | median)" \
-    "$(awk '{ print $6 }' "$out" | range), B/A $(awk '{ print $7 }' "$out" | median)" \
-    "$(awk '{ print $7 }' "$out" | range), B faster in $(awk '$7 > 1' "$out" | wc -l) of" \
-    "$rounds rounds; load $(awk '{ print $8 }' "$out" | range)"
+col() { awk -v c="$1" '{ print $c }' "$out"; }
+echo "median over $rounds rounds of $slices x $per pairs per side, PIN=$pin:" \
+    "floor $(col 2 | median) pairs/s $(col 2 | range)," \
+    "A ratio $(col 5 | median) $(col 5 | range), B ratio $(col 6 | median) $(col 6 | range)," \
+    "B/A $(col 7 | median) $(col 7 | range), B faster in $(awk '$7 > 1' "$out" | wc -l)" \
+    "of $rounds rounds; load $(col 8 | range)"

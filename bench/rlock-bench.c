@@ -16,6 +16,7 @@ static void usage(FILE *f)
                "[--quick]\n"
                "       rlock-bench --loop N [--url redis://HOST:PORT] [TLS --tls]\n"
                "       rlock-bench --floor N [--url redis://HOST:PORT] [TLS --tls]\n"
+               "       rlock-bench --slices [--url redis://HOST:PORT]   (driven by bench/ab.sh)\n"
                "       rlock-bench --port P --scenario uncontended|contended [--n N]\n"
                "                   [--duration S] [--workers W] [--lock-key K] "
                "[--counter-key C]\n"
@@ -121,6 +122,44 @@ static int loop(bench_ctx *x, bool tls, uint64_t n)
     return errors ? 1 : 0;
 }
 
+/* --slices: one process of an A/B (bench/ab.sh), driven line by line on
+ * stdin so that two builds can alternate in short slices: "lock N" runs N
+ * of rlock's pairs, "floor N" N floor pairs, each answered with the
+ * seconds it took; "ready" once both are warm; ends at EOF. */
+static int slices(bench_ctx *x)
+{
+    char name[64];
+    snprintf(name, sizeof name, "rlock-bench:ab:%ld", (long)getpid());
+    rlock_client *c = bench_client(x->host, x->port, 0);
+    rlock *l = bench_lock(c, name);
+    snprintf(name, sizeof name, "rlock-bench:ab:%ld:floor", (long)getpid());
+    bench_floor *f = bench_floor_new(x->host, x->port, NULL, name);
+    uint64_t errors = 0;
+    bench_pairs(l, 300, 0, NULL, &errors);
+    bench_floor_pairs(f, 300, NULL);
+    printf("ready\n");
+    fflush(stdout);
+    char line[64], what[16];
+    unsigned long long n;
+    while (fgets(line, sizeof line, stdin)) {
+        if (sscanf(line, "%15s %llu", what, &n) != 2 || n == 0) {
+            bench_die("--slices: bad line '%s'", line);
+        }
+        int64_t t0 = bench_now_ns();
+        if (strcmp(what, "floor") == 0) {
+            bench_floor_pairs(f, n, NULL);
+        } else if (bench_pairs(l, n, 0, NULL, &errors) != n) {
+            bench_die("--slices: lock/unlock failed");
+        }
+        printf("%.9f\n", (double)(bench_now_ns() - t0) / 1e9);
+        fflush(stdout);
+    }
+    bench_floor_free(f);
+    rlock_free(l);
+    rlock_client_free(c);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     bench_runner_args ra = {0, NULL, 20000, 5.0, 8, "bench:lock", "bench:counter"};
@@ -134,7 +173,7 @@ int main(int argc, char **argv)
     }
     int rounds = 0, held = 0;
     uint64_t loop_n = 0, floor_n = 0;
-    bool over_tls = false;
+    bool over_tls = false, sliced = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -152,6 +191,8 @@ int main(int argc, char **argv)
             loop_n = (uint64_t)number(argc, argv, &i, 1);
         } else if (strcmp(a, "--floor") == 0) {
             floor_n = (uint64_t)number(argc, argv, &i, 1);
+        } else if (strcmp(a, "--slices") == 0) {
+            sliced = true;
         } else if (strcmp(a, "--tls") == 0) {
             over_tls = true;
         } else if (strcmp(a, "--tls-url") == 0) {
@@ -198,6 +239,9 @@ int main(int argc, char **argv)
         parse_url(tls_url, "rediss://", NULL, sizeof x.host, &x.tls_port);
     } else if (over_tls) {
         bench_die("--tls needs --tls-url rediss://HOST:PORT (or $RLOCK_TLS_URL)");
+    }
+    if (sliced) {
+        return slices(&x);
     }
     if (floor_n) {
         return floor_loop(&x, over_tls, floor_n);
