@@ -1,7 +1,8 @@
 /* Declarations shared by the files of the rlock command (the tools directory).
  *
  * rlock.c parses the command line and runs the small sub-commands (unlock,
- * wait); run.c runs a command under a lock, or holds one until a signal;
+ * wait); run.c runs a command under a lock, or holds one until a signal
+ * (proc.c and proc.h: the command's process group and its guard);
  * status.c prints a lock's state; url.c parses and redacts server URLs;
  * secret.c gets passwords from outside the URL; diag.c turns failures into
  * messages and exit codes; redis.c holds what the library does not offer:
@@ -87,6 +88,7 @@ typedef struct cli_args {
     int conflict_code;     /* exit code when not acquired / still held */
     bool json;
     bool force;
+    int follow_pid; /* hold --pid: the process to follow (0: the parent) */
 } cli_args;
 
 /* What a failed call was doing, as far as the diagnosis cares. */

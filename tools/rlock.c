@@ -2,7 +2,7 @@
  *
  *   rlock [OPTIONS] run [-w TIME|-n] [-E N] [-l TIME] [-S SIG] [-k TIME]
  *                       NAME {-- COMMAND [ARG...] | -c COMMAND-LINE}
- *   rlock [OPTIONS] hold [-w TIME|-n] [-E N] [-l TIME] NAME
+ *   rlock [OPTIONS] hold [-w TIME|-n] [-E N] [-l TIME] [--pid PID] NAME
  *   rlock [OPTIONS] status [--json] NAME
  *   rlock [OPTIONS] unlock --force NAME
  *   rlock [OPTIONS] wait [-w TIME|-n] [-E N] NAME
@@ -14,6 +14,7 @@
 #include "cli.h"
 
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -35,8 +36,9 @@ static const char usage_text[] =
     "  run [-w TIME|-n] [-E N] [-l TIME] [-S SIG] [-k TIME] NAME -- COMMAND [ARG...]\n"
     "  run ... NAME -c COMMAND-LINE\n"
     "        take NAME, run COMMAND, release NAME when it exits\n"
-    "  hold [-w TIME|-n] [-E N] [-l TIME] NAME\n"
-    "        take NAME, print the holder id, keep NAME until SIGINT/SIGTERM/SIGHUP\n"
+    "  hold [-w TIME|-n] [-E N] [-l TIME] [--pid PID] NAME\n"
+    "        take NAME, print the holder id, keep NAME until a signal, until\n"
+    "        its parent (or PID) exits, or its stdin/stdout pipe closes\n"
     "  status [--json] NAME   show whether NAME is locked, its holders, their\n"
     "                         connections (host, pid) and the TTL\n"
     "  unlock --force NAME    delete NAME whoever holds it and wake its waiters\n"
@@ -218,6 +220,7 @@ enum {
     OPT_WATCHDOG,
     OPT_JSON,
     OPT_FORCE,
+    OPT_PID,
 };
 
 static const struct option long_opts[] = {
@@ -241,6 +244,7 @@ static const struct option long_opts[] = {
     {"command", required_argument, NULL, 'c'},
     {"json", no_argument, NULL, OPT_JSON},
     {"force", no_argument, NULL, OPT_FORCE},
+    {"pid", required_argument, NULL, OPT_PID},
     {NULL, 0, NULL, 0},
 };
 
@@ -251,7 +255,7 @@ static const char *allowed_for(const char *cmd)
         return "wnElSkWsxc";
     }
     if (strcmp(cmd, "hold") == 0) {
-        return "wnElWsx";
+        return "wnElWsxP";
     }
     if (strcmp(cmd, "wait") == 0) {
         return "wnE";
@@ -368,6 +372,16 @@ static int sub_option(cli_opts *o, const char *cmd, int ch, cli_args *a)
     case OPT_FORCE:
         a->force = true;
         return -1;
+    case OPT_PID: {
+        char *end = NULL;
+        long v = strtol(optarg, &end, 10);
+        if (*optarg == '\0' || *end != '\0' || v <= 0 || v > INT_MAX) {
+            cli_error("%s: --pid wants a process id, got '%s'", cmd, optarg);
+            return CLI_EXIT_USAGE;
+        }
+        a->follow_pid = (int)v;
+        return -1;
+    }
     default:
         cli_error("%s: unexpected option (see rlock --help)", cmd);
         return CLI_EXIT_USAGE;
@@ -384,6 +398,8 @@ static int letter(int ch)
         return 'j';
     case OPT_FORCE:
         return 'f';
+    case OPT_PID:
+        return 'P';
     case 'e':
         return 'x';
     default:
@@ -649,7 +665,7 @@ int main(int argc, char **argv)
     }
     cli_args a = {
         cmd,   NULL, NULL, NULL, RLOCK_WAIT_FOREVER, RLOCK_WATCHDOG, -1, SIGTERM, CLI_EXIT_CONFLICT,
-        false, false};
+        false, false, 0};
     const char *wd = getenv("RLOCK_WATCHDOG_MS");
     if (wd != NULL && *wd != '\0') {
         char *end = NULL;
