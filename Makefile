@@ -83,7 +83,7 @@ $(B)/librlock.so: $(LIB_OBJ)
 
 # Programs link the static library so they run from the tree without
 # LD_LIBRARY_PATH.
-$(B)/rlock: $(TOOL_SRC) $(B)/librlock.a include/rlock.h
+$(B)/rlock: $(TOOL_SRC) tools/cli.h src/tool.h $(B)/librlock.a include/rlock.h
 	$(CC) $(ALL_CFLAGS) -o $@ $(TOOL_SRC) $(B)/librlock.a $(ALL_LDFLAGS) $(RL_LDLIBS)
 
 $(B)/rlock-bench: $(BENCH_SRC) bench/bench.h $(B)/librlock.a include/rlock.h

@@ -413,6 +413,23 @@ RLOCK_API size_t rlock_prefixed_name(const char *prefix, const char *name, char 
                                      size_t size);
 RLOCK_API size_t rlock_channel_name(const char *name, char *buf, size_t size);
 
+/* Checks a server URL the way rlock_client_new() parses rlock_config.url
+ * (the same parser), and writes it into buf with every password replaced
+ * by "***", for logs and messages: the user, host, port and db stay as
+ * written. A malformed URL is redacted too, cautiously: in the authority,
+ * everything from its first ':' to its last '@' (a '/' or '?' in a
+ * password does not end it); with no '@', a port that is not a number (it
+ * may be a password whose '@' was forgotten); and every password= query
+ * value. buf gets the text NUL-terminated, cut to size - 1 bytes like
+ * snprintf() (after the redaction, so a cut never shows more of a
+ * password); 2 * strlen(url) + 8 bytes always suffice. buf may be NULL
+ * when size is 0, to check only. Touches no server, never blocks; any
+ * thread. Returns RLOCK_OK (rlock_client_new() accepts the URL's form),
+ * RLOCK_EINVAL (malformed, or url NULL: rlock_last_error() names the wrong
+ * part, "the port must be a number from 1 to 65535", and never quotes the
+ * URL), RLOCK_ENOMEM. Since 0.3. */
+RLOCK_API rlock_status rlock_url_redact(const char *url, char *buf, size_t size);
+
 #ifdef __cplusplus
 }
 #endif

@@ -77,7 +77,7 @@ RLOCK_API rlock_status rlock_client_new(const rlock_config *cfg, rlock_client **
     c->cfg.url = c->url;
     if ((st = rlock__parse_url(c->url, &c->ep)) != RLOCK_OK) {
         free_memory(c);
-        return st == RLOCK_EINVAL ? rlock__fail(st, "the URL is malformed") : st;
+        return st; /* the parser's detail names the wrong part */
     }
     uuid_t u;
     uuid_generate_random(u);

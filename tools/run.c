@@ -608,7 +608,9 @@ static int acquire(const cli_opts *o, const cli_args *a, lock_probe *probe)
     case RLOCK_ECANCELED:
         return die_of(sig);
     case RLOCK_EBUSY:
-        if (a->wait_ms == 0) {
+        if (a->quiet) {
+            /* -q: the exit code says it */
+        } else if (a->wait_ms == 0) {
             cli_error("%s: held elsewhere, not acquired (one attempt: -n or -w 0)", a->name);
         } else {
             cli_error("%s: not acquired within %.3f s", a->name, (double)a->wait_ms / 1000);
