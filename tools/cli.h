@@ -57,6 +57,7 @@ typedef struct cli_url {
     char *user; /* ACL user, or NULL */
     char *password;
     int db;
+    bool tls; /* rediss:// */
 } cli_url;
 
 /* Options every sub-command shares. */
@@ -69,6 +70,10 @@ typedef struct cli_opts {
     char *url;           /* the URL for the library, password included */
     const char *password_file;
     bool askpass;
+    /* TLS (rediss://): --cacert, --cacertdir, --cert, --key,
+     * --tls-server-name, --tls-insecure; NULL/false: the defaults. */
+    const char *tls_ca_file, *tls_ca_dir, *tls_cert, *tls_key, *tls_server_name;
+    bool tls_insecure;
     bool verbose;
     int64_t watchdog_ms; /* 0: library default */
     char *env_auth;      /* RLOCK_AUTH, taken out of the environment */

@@ -60,6 +60,12 @@ rlock_status cli_connect(const cli_opts *o, redisContext **out)
 {
     const cli_url *ep = &o->ep;
     cli_detail_clear();
+    if (ep->tls) {
+        /* These connections are hiredis 0.14's own, which has no TLS: never
+         * send a password in clear text to a rediss:// server. */
+        cli_detail_set(CLI_CAUSE_NONE, "status and wait do not speak TLS (rediss://) yet");
+        return RLOCK_EINVAL;
+    }
     struct timeval ct = {CONNECT_TIMEOUT_MS / 1000, 0};
     struct timeval rt = {COMMAND_TIMEOUT_MS / 1000, 0};
     redisContext *r = ep->path ? redisConnectUnixWithTimeout(ep->path, ct)

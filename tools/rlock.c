@@ -60,9 +60,15 @@ static const char usage_text[] =
     "  500ms, 30s, 2m, 1h.\n"
     "\n"
     "options (before or after COMMAND):\n"
-    "  --url URL      redis://[[user]:password@]host[:port][/db] or\n"
+    "  --url URL      redis://[[user]:password@]host[:port][/db],\n"
+    "                 rediss://... (TLS) or\n"
     "                 unix:///path[?db=N][&user=U][&password=P]; default\n"
     "                 $RLOCK_URL, $REDIS_URL, or " DEFAULT_URL "\n"
+    "  --cacert FILE, --cacertdir DIR  CAs that sign the server's certificate\n"
+    "                 (default: the system's, or $SSL_CERT_FILE)\n"
+    "  --cert FILE, --key FILE  client certificate and key (mutual TLS)\n"
+    "  --tls-server-name NAME  name the certificate must carry (default: host)\n"
+    "  --tls-insecure  do not verify the server's certificate (tests only)\n"
     "  --askpass      read the password from standard input (no echo on a tty)\n"
     "  --password-file FILE  read the password from the first line of FILE\n"
     "                 (RLOCK_AUTH in the environment also gives a password;\n"
@@ -186,6 +192,12 @@ int cli_client(const cli_opts *o, void (*on_lost)(const char *, uint64_t, void *
     cfg.watchdog_timeout_ms = o->watchdog_ms;
     cfg.on_lock_lost = on_lost;
     cfg.on_lock_lost_arg = arg;
+    cfg.tls_ca_file = o->tls_ca_file;
+    cfg.tls_ca_dir = o->tls_ca_dir;
+    cfg.tls_cert_file = o->tls_cert;
+    cfg.tls_key_file = o->tls_key;
+    cfg.tls_server_name = o->tls_server_name;
+    cfg.tls_insecure = o->tls_insecure;
     /* The command holds at most one lock: a big pool would only open
      * connections that are never used. */
     cfg.pool_size = 2;
@@ -218,6 +230,12 @@ enum {
     OPT_WATCHDOG,
     OPT_JSON,
     OPT_FORCE,
+    OPT_CACERT,
+    OPT_CACERTDIR,
+    OPT_CERT,
+    OPT_KEY,
+    OPT_TLS_SERVER_NAME,
+    OPT_TLS_INSECURE,
 };
 
 static const struct option long_opts[] = {
@@ -241,6 +259,12 @@ static const struct option long_opts[] = {
     {"command", required_argument, NULL, 'c'},
     {"json", no_argument, NULL, OPT_JSON},
     {"force", no_argument, NULL, OPT_FORCE},
+    {"cacert", required_argument, NULL, OPT_CACERT},
+    {"cacertdir", required_argument, NULL, OPT_CACERTDIR},
+    {"cert", required_argument, NULL, OPT_CERT},
+    {"key", required_argument, NULL, OPT_KEY},
+    {"tls-server-name", required_argument, NULL, OPT_TLS_SERVER_NAME},
+    {"tls-insecure", no_argument, NULL, OPT_TLS_INSECURE},
     {NULL, 0, NULL, 0},
 };
 
@@ -305,6 +329,24 @@ static bool common_option(cli_opts *o, int ch)
         return true;
     case 'v':
         o->verbose = true;
+        return true;
+    case OPT_CACERT:
+        o->tls_ca_file = optarg;
+        return true;
+    case OPT_CACERTDIR:
+        o->tls_ca_dir = optarg;
+        return true;
+    case OPT_CERT:
+        o->tls_cert = optarg;
+        return true;
+    case OPT_KEY:
+        o->tls_key = optarg;
+        return true;
+    case OPT_TLS_SERVER_NAME:
+        o->tls_server_name = optarg;
+        return true;
+    case OPT_TLS_INSECURE:
+        o->tls_insecure = true;
         return true;
     default:
         return false;

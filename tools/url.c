@@ -5,6 +5,7 @@
  *
  * The accepted forms are the library's (docs/rlock.1, rlock_config.url):
  *   redis://[[user]:password@]host[:port][/db]
+ *   rediss://... the same over TLS
  *   unix:///path[?db=N][&password=P][&user=U]
  * with %XX escapes in the user, password and path. The parser is the
  * command's so that it can say which part is wrong (the library only
@@ -234,9 +235,10 @@ bool cli_url_parse(const char *url, cli_url *u, char *why, size_t wn)
     } else if (strncmp(url, "unix://", 7) == 0) {
         ok = parse_unix(url + 7, u, why, wn);
     } else if (strncmp(url, "rediss://", 9) == 0) {
-        ok = bad(why, wn, "TLS (rediss://) is not supported");
+        ok = parse_tcp(url + 9, u, why, wn);
+        u->tls = true;
     } else {
-        ok = bad(why, wn, "the scheme must be redis:// or unix://");
+        ok = bad(why, wn, "the scheme must be redis://, rediss:// or unix://");
     }
     if (!ok) {
         cli_url_free(u);
@@ -293,7 +295,7 @@ char *cli_url_compose(const cli_url *u)
             put_enc(&p, u->password, strlen(u->password), false);
         }
     } else {
-        p += sprintf(p, "redis://");
+        p += sprintf(p, u->tls ? "rediss://" : "redis://");
         if (u->user != NULL) {
             put_enc(&p, u->user, strlen(u->user), false);
         }
