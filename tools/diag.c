@@ -190,7 +190,8 @@ int cli_fail_client(const cli_opts *o, rlock_status s)
     }
     if (s == RLOCK_EINVAL && (g_detail[0] == '\0' || cause_of_text(g_detail) == CLI_CAUSE_NONE)) {
         /* cli_url_parse() accepted it, the library did not. */
-        cli_error("URL %s: the library rejected it (%s)", o->shown, rlock_strerror(s));
+        cli_error("URL %s: the library rejected it (%s)", o->shown,
+                  g_detail[0] != '\0' ? g_detail : rlock_strerror(s));
         return CLI_EXIT_USAGE;
     }
     return cli_fail(s, o->shown);
