@@ -88,6 +88,13 @@ typedef enum rlock_status {
     RLOCK_EPERM = 14,    /* the server's ACL denies a command, key or
                             channel the lock needs; nothing was changed
                             (since 0.3) */
+    RLOCK_ETLS = 15,     /* TLS failed: the server's certificate does not
+                            verify (unknown CA, another host name,
+                            expired), the server refused the client's
+                            certificate or sent another TLS alert, or one
+                            side does not speak TLS (rediss:// to a plain
+                            port, redis:// to a TLS port); the reason is in
+                            rlock_last_error() (since 0.3) */
 } rlock_status;
 
 /* The longest lock name rlock_new() accepts, in bytes (64 KiB); longer
@@ -117,6 +124,7 @@ typedef struct rlock_config {
      * config that was not initialised by it. */
     size_t size;
     /* redis://[[user]:password@]host[:port][/db]
+     * rediss://[[user]:password@]host[:port][/db]   (TLS; since 0.3)
      * unix:///path/to/redis.sock[?db=N][&password=P][&user=U]
      * NULL -> redis://127.0.0.1:6379. Percent-escapes (%40) are decoded in
      * the user and password. An empty password without a user
@@ -164,6 +172,31 @@ typedef struct rlock_config {
      * (LOADING a large dataset after a restart, BUSY, ...) before it
      * returns RLOCK_EIO; 0 -> 30000. */
     int64_t retry_timeout_ms;
+    /* TLS, for rediss:// URLs only (since 0.3; any of these set with a
+     * redis:// or unix:// URL is RLOCK_EINVAL: the traffic would be in
+     * clear text). The files are read by rlock_client_new(), which
+     * returns RLOCK_EINVAL (with the reason in rlock_last_error()) for
+     * one that does not load; the strings need not outlive that call.
+     * The server's certificate is verified against tls_ca_file (PEM, one
+     * or more CAs) and/or tls_ca_dir (a c_rehash'ed directory); with
+     * neither, against OpenSSL's default store, which honours the
+     * SSL_CERT_FILE and SSL_CERT_DIR environment variables. */
+    const char *tls_ca_file;
+    const char *tls_ca_dir;
+    /* Client certificate (PEM, chain allowed) and its key, for servers
+     * that require one (mutual TLS, tls-auth-clients yes). NULL
+     * tls_key_file: the key is in tls_cert_file. */
+    const char *tls_cert_file;
+    const char *tls_key_file;
+    /* The name the server's certificate must carry, also sent as SNI;
+     * NULL -> the URL's host. An IP address is checked against the
+     * certificate's IP entries and not sent as SNI. */
+    const char *tls_server_name;
+    /* true: do not verify the server's certificate at all (chain, name),
+     * for tests against a server with a throwaway certificate only: it
+     * lets anyone on the path read and change every command. Default
+     * false: verified. */
+    bool tls_insecure;
 } rlock_config;
 
 /* Fills every field with its default. Never fails; a NULL cfg is ignored.

@@ -72,6 +72,10 @@ typedef struct cli_opts {
      * client (and of the direct connections); 0: the library's defaults */
     int64_t connect_timeout_ms;
     int64_t command_timeout_ms;
+    /* TLS (rediss://): --cacert, --cacertdir, --cert, --key,
+     * --tls-server-name, --tls-insecure; NULL/false: the defaults. */
+    const char *tls_ca_file, *tls_ca_dir, *tls_cert, *tls_key, *tls_server_name;
+    bool tls_insecure;
     char *env_auth;      /* RLOCK_AUTH, taken out of the environment */
 } cli_opts;
 

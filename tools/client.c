@@ -15,6 +15,12 @@ int cli_client(const cli_opts *o, void (*on_lost)(const char *, uint64_t, void *
     cfg.watchdog_timeout_ms = o->watchdog_ms;
     cfg.connect_timeout_ms = o->connect_timeout_ms;
     cfg.command_timeout_ms = o->command_timeout_ms;
+    cfg.tls_ca_file = o->tls_ca_file;
+    cfg.tls_ca_dir = o->tls_ca_dir;
+    cfg.tls_cert_file = o->tls_cert;
+    cfg.tls_key_file = o->tls_key;
+    cfg.tls_server_name = o->tls_server_name;
+    cfg.tls_insecure = o->tls_insecure;
     cfg.on_lock_lost = on_lost;
     cfg.on_lock_lost_arg = arg;
     /* The command holds at most one lock: a big pool would only open
@@ -29,7 +35,8 @@ int cli_fail_client(const cli_opts *o, rlock_status s)
 {
     cli_detail_from_library();
     bool server = s == RLOCK_EIO || s == RLOCK_ETIMEDOUT || (int)s == CLI_EAUTH;
-    if (server && cli_detail_text()[0] == '\0') {
+    bool tls = o->url != NULL && strncmp(o->url, "rediss://", 9) == 0;
+    if (server && !tls && cli_detail_text()[0] == '\0') {
         /* The library says only "I/O error" for a refused connection, a
          * refused AUTH and a refused SELECT alike: ask the server once
          * more, directly, and keep what that attempt found. */

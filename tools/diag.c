@@ -104,6 +104,9 @@ static diag diagnose(rlock_status s, cli_cause cause, const char *detail)
         case 14: /* RLOCK_EPERM (since 0.3): an ACL refusal in any words */
             cause = CLI_CAUSE_NOPERM;
             break;
+        case 15: /* RLOCK_ETLS (since 0.3): the detail says what TLS refused */
+            cause = CLI_CAUSE_UNREACHABLE;
+            break;
         default:
             break;
         }

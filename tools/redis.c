@@ -66,6 +66,13 @@ rlock_status cli_connect(const cli_opts *o, redisContext **out)
         return RLOCK_EINVAL;
     }
     const rlock__endpoint *ep = &parsed;
+    if (ep->tls) {
+        /* These connections are hiredis 0.14's own, which has no TLS: never
+         * send a password in clear text to a rediss:// server. */
+        rlock__endpoint_free(&parsed);
+        cli_detail_set(CLI_CAUSE_NONE, "wait does not speak TLS (rediss://) yet");
+        return RLOCK_EINVAL;
+    }
     int64_t cms = o->connect_timeout_ms > 0 ? o->connect_timeout_ms : CONNECT_TIMEOUT_MS;
     int64_t rms = o->command_timeout_ms > 0 ? o->command_timeout_ms : COMMAND_TIMEOUT_MS;
     struct timeval ct = {(time_t)(cms / 1000), (suseconds_t)(cms % 1000 * 1000)};

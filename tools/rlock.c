@@ -65,9 +65,15 @@ static const char usage_text[] =
     "  500ms, 30s, 2m, 1h.\n"
     "\n"
     "options (before or after COMMAND):\n"
-    "  --url URL      redis://[[user]:password@]host[:port][/db] or\n"
+    "  --url URL      redis://[[user]:password@]host[:port][/db],\n"
+    "                 rediss://... (TLS) or\n"
     "                 unix:///path[?db=N][&user=U][&password=P]; default\n"
     "                 $RLOCK_URL, $REDIS_URL, or " DEFAULT_URL "\n"
+    "  --cacert FILE, --cacertdir DIR  CAs that sign the server's certificate\n"
+    "                 (default: the system's, or $SSL_CERT_FILE)\n"
+    "  --cert FILE, --key FILE  client certificate and key (mutual TLS)\n"
+    "  --tls-server-name NAME  name the certificate must carry (default: host)\n"
+    "  --tls-insecure  do not verify the server's certificate (tests only)\n"
     "  --redis-timeout TIME  give up on connecting, and on each reply, after TIME\n"
     "                 (default: 2s to connect, 3s per reply)\n"
     "  --askpass      read the password from standard input (no echo on a tty)\n"
@@ -134,6 +140,12 @@ enum {
     OPT_FORCE,
     OPT_PID,
     OPT_REDIS_TIMEOUT,
+    OPT_CACERT,
+    OPT_CACERTDIR,
+    OPT_CERT,
+    OPT_KEY,
+    OPT_TLS_SERVER_NAME,
+    OPT_TLS_INSECURE,
 };
 
 static const struct option long_opts[] = {
@@ -161,6 +173,12 @@ static const struct option long_opts[] = {
     {"quiet", no_argument, NULL, 'q'},
     {"silent", no_argument, NULL, 'q'},
     {"redis-timeout", required_argument, NULL, OPT_REDIS_TIMEOUT},
+    {"cacert", required_argument, NULL, OPT_CACERT},
+    {"cacertdir", required_argument, NULL, OPT_CACERTDIR},
+    {"cert", required_argument, NULL, OPT_CERT},
+    {"key", required_argument, NULL, OPT_KEY},
+    {"tls-server-name", required_argument, NULL, OPT_TLS_SERVER_NAME},
+    {"tls-insecure", no_argument, NULL, OPT_TLS_INSECURE},
     {NULL, 0, NULL, 0},
 };
 
@@ -263,6 +281,24 @@ static int refused(const char *cmd, int ch, char **argv)
 static bool common_option(cli_opts *o, int ch, int *rc)
 {
     switch (ch) {
+    case OPT_CACERT:
+        o->tls_ca_file = optarg;
+        return true;
+    case OPT_CACERTDIR:
+        o->tls_ca_dir = optarg;
+        return true;
+    case OPT_CERT:
+        o->tls_cert = optarg;
+        return true;
+    case OPT_KEY:
+        o->tls_key = optarg;
+        return true;
+    case OPT_TLS_SERVER_NAME:
+        o->tls_server_name = optarg;
+        return true;
+    case OPT_TLS_INSECURE:
+        o->tls_insecure = true;
+        return true;
     case OPT_REDIS_TIMEOUT: {
         int64_t ms = 0;
         if (!cli_parse_duration(optarg, &ms) || ms < 1) {

@@ -110,6 +110,7 @@ typedef struct rlock__endpoint {
     char *user;     /* ACL user, or NULL */
     char *password; /* or NULL */
     int db;
+    bool tls; /* rediss:// */
 } rlock__endpoint;
 
 rlock_status rlock__parse_url(const char *url, rlock__endpoint *ep);

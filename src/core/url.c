@@ -1,5 +1,6 @@
 /* Parsing the URLs of rlock_config.url:
  *   redis://[[user]:password@]host[:port][/db]
+ *   rediss://... the same over TLS (Redisson's and Lettuce's scheme)
  *   unix:///path/to.sock[?db=N][&password=P][&user=U]
  * Percent-escapes are decoded in the user and password. A malformed URL is
  * RLOCK_EINVAL with an error detail (rlock_last_error()) that names the
@@ -223,6 +224,9 @@ rlock_status rlock__parse_url(const char *url, rlock__endpoint *ep)
     rlock_status st;
     if (strncmp(url, "redis://", 8) == 0) {
         st = parse_tcp(url + 8, ep);
+    } else if (strncmp(url, "rediss://", 9) == 0) {
+        ep->tls = true;
+        st = parse_tcp(url + 9, ep);
     } else if (strncmp(url, "unix://", 7) == 0) {
         st = parse_unix(url + 7, ep);
     } else {
