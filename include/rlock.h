@@ -250,8 +250,9 @@ RLOCK_API const char *rlock_name(const rlock *l);
  * retried for up to retry_timeout_ms, however long each one lasts (0.2
  * returned RLOCK_EREDIS when one outlasted command_timeout_ms).
  * Returns RLOCK_OK, RLOCK_EINVAL, RLOCK_ELOST (a re-entry found that this
- * thread's outer hold is gone from Redis: nothing was acquired, and the
- * outer unlock returns RLOCK_ELOST too), RLOCK_EIO (connection errors, or
+ * thread's outer hold is gone from Redis: nothing was acquired; each level
+ * the thread took unwinds with RLOCK_ELOST from rlock_unlock(), and its
+ * next lock takes a fresh hold), RLOCK_EIO (connection errors, or
  * a server that cannot run commands yet, for longer than retry_timeout_ms;
  * rlock_try_lock() whose wait ends first returns it too), RLOCK_ETIMEDOUT
  * (no reply: the acquire carries a request id whose outcome Redis
@@ -311,8 +312,11 @@ RLOCK_API rlock_status rlock_lock_ex(rlock *l, int64_t wait_ms, int64_t lease_ms
  * script did not run) (up to 2 x more when it first settles an
  * earlier call of this thread left in doubt).
  * Returns RLOCK_OK, RLOCK_ENOTOWNER (this thread holds no hold on it;
- * Redis unchanged), RLOCK_ELOST (this thread held it but the lease ran out
- * or it was force-unlocked; the hold is forgotten), RLOCK_EIO,
+ * Redis unchanged), RLOCK_ELOST (this thread held it but the lease ran out,
+ * it was force-unlocked or deleted: every unlock answers RLOCK_ELOST until
+ * each level the thread took is unwound, then RLOCK_ENOTOWNER; a hold taken
+ * meanwhile is released by the unlocks that come first, last in first out;
+ * nothing another owner holds is touched; since 0.3), RLOCK_EIO,
  * RLOCK_ETIMEDOUT, RLOCK_EREDIS (not known to have run: the hold is still
  * counted until settled, but a last hold is no longer renewed; this
  * request's id is kept, and this thread's next unlock of the name sends

@@ -67,8 +67,9 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
     rlock__hold_view_of(c, l->name, l->namelen, tid, &v);
     if (v.count > 0 && v.lost) {
         /* Re-entering a hold this client already knows is gone: nothing to
-         * take, the thread must unwind (its outer unlock says so too). */
-        rlock__hold_mark_lost(c, l->name, l->namelen, tid);
+         * take. The thread is told now; its levels unwind with RLOCK_ELOST,
+         * and its next lock takes a fresh hold above them. */
+        rlock__hold_unwound_lost(c, l->name, l->namelen, tid, false);
         rlock__hold_tidy(c, l->name, l->namelen, tid);
         return rlock__fail(RLOCK_ELOST, "this thread's hold of the lock was lost");
     }
@@ -137,7 +138,7 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
                 rlock__request_id(rid);
             }
             if (st == RLOCK_OK && a.what == RLOCK__GONE) {
-                rlock__hold_mark_lost(c, l->name, l->namelen, tid);
+                rlock__hold_unwound_lost(c, l->name, l->namelen, tid, false);
                 st = rlock__fail(RLOCK_ELOST, "this thread's hold of the lock was lost");
                 break;
             }
