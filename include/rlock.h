@@ -84,6 +84,8 @@ typedef enum rlock_status {
     RLOCK_EPERM = 14,    /* the server's ACL denies a command, key or
                             channel the lock needs; nothing was changed
                             (since 0.3) */
+    RLOCK_EDEADLK = 15,  /* the wait could never end: the calling thread
+                            holds the lock itself (since 0.3) */
 } rlock_status;
 
 /* The longest lock name rlock_new() accepts, in bytes (64 KiB); longer
@@ -300,6 +302,25 @@ RLOCK_API void rlock_cancel_free(rlock_cancel *t);
  * rlock_try_lock() and RLOCK_ECANCELED. */
 RLOCK_API rlock_status rlock_lock_ex(rlock *l, int64_t wait_ms, int64_t lease_ms,
                                      rlock_cancel *cancel, int64_t *holder_ttl_ms);
+
+/* Waits until nobody holds the lock, without taking it (a script or a
+ * service that only needs to know a job holding the lock has finished).
+ * It waits as rlock_lock_ex() does, in the same local queue: woken by the
+ * release message, at the latest when the holder's lease (as its latest
+ * probe saw it) runs out, retrying connection errors for up to
+ * retry_timeout_ms within the wait. wait_ms: RLOCK_WAIT_FOREVER (-1),
+ * 0 (one look) or up to RLOCK_MAX_TIME_MS. cancel may be NULL. A lock that
+ * is taken again at once by a waiter may never be seen free; a lock seen
+ * free may be taken by anyone the moment after.
+ * Returns RLOCK_OK (seen free), RLOCK_EBUSY (still held when the wait ran
+ * out: contention, as from rlock_try_lock()), RLOCK_EDEADLK (the calling
+ * thread holds it: it could never become free while this thread waits;
+ * returned at once), RLOCK_ECANCELED (the token was fired, before or
+ * during the wait), RLOCK_EINVAL, RLOCK_EIO, RLOCK_ETIMEDOUT (Redis did
+ * not answer), RLOCK_EREDIS, RLOCK_EPROTO, RLOCK_ECLOSED, RLOCK_ENOMEM,
+ * RLOCK_EAUTH, RLOCK_EPOOL, RLOCK_EPERM (the ACL denies the key or the
+ * lock's channel). Any thread. Since 0.3. */
+RLOCK_API rlock_status rlock_wait_unlocked(rlock *l, int64_t wait_ms, rlock_cancel *cancel);
 
 /* Releases one hold of the calling thread. The last release deletes the key
  * and publishes "0" on the lock's channel, which wakes one waiter in every
