@@ -432,6 +432,46 @@ RLOCK_API size_t rlock_prefixed_name(const char *prefix, const char *name, char 
                                      size_t size);
 RLOCK_API size_t rlock_channel_name(const char *name, char *buf, size_t size);
 
+/* Optional, GNU C only (gcc, clang): a release bound to a scope, the
+ * nearest C gets to try-with-resources. A variable of type rlock * declared
+ * with RLOCK_SCOPED_UNLOCK is passed to rlock_unlock() when it goes out of
+ * scope (the block ends, return, break, goto out of it) if it is not NULL
+ * then. Set it to the handle only once the lock is taken, so a failed lock
+ * releases nothing; set it back to NULL after releasing by hand. The
+ * unlock's status is dropped: code that must act on RLOCK_ELOST unlocks by
+ * hand. Not for C++ (use an RAII type there) and not across longjmp()
+ * (cleanups do not run), nor in a thread that did not take the lock.
+ *
+ *     rlock *held RLOCK_SCOPED_UNLOCK = NULL;
+ *     rlock_status st = rlock_lock(l, RLOCK_WATCHDOG);
+ *     if (st != RLOCK_OK)
+ *         return st;              // nothing to release
+ *     held = l;
+ *     if (nothing_to_do())
+ *         return RLOCK_OK;        // unlocked here
+ *
+ * RLOCK_SCOPED_LOCK(var, l, lease_ms, &st) does the three lines above in
+ * one declaration: var is l when rlock_lock() returned RLOCK_OK (in st),
+ * else NULL. Since 0.3. */
+#if defined(__GNUC__) && !defined(__cplusplus)
+/* The cleanup function; not to be called directly. */
+static inline void rlock__scoped_release(rlock **held)
+{
+    if (*held) {
+        (void)rlock_unlock(*held);
+    }
+}
+/* rlock_lock(), and l when it returned RLOCK_OK, else NULL. */
+static inline rlock *rlock__scoped_take(rlock *l, int64_t lease_ms, rlock_status *st)
+{
+    *st = rlock_lock(l, lease_ms);
+    return *st == RLOCK_OK ? l : (rlock *)0;
+}
+#define RLOCK_SCOPED_UNLOCK __attribute__((cleanup(rlock__scoped_release)))
+#define RLOCK_SCOPED_LOCK(var, l, lease_ms, st_out) \
+    rlock *var RLOCK_SCOPED_UNLOCK = rlock__scoped_take((l), (lease_ms), (st_out))
+#endif
+
 #ifdef __cplusplus
 }
 #endif

@@ -4,7 +4,8 @@
  * RLOCK_ELOST from each of its n unlocks, then RLOCK_ENOTOWNER; the
  * unwinding unlocks never touch a hold another owner took meanwhile; a
  * hold taken again after the loss is a fresh one, released by the unlocks
- * that come first (last in, first out). Also the GNU C scope guard. */
+ * that come first (last in, first out). Also the GNU C scope-bound release
+ * (RLOCK_SCOPED_UNLOCK, RLOCK_SCOPED_LOCK): unwinding by scope. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -274,5 +275,99 @@ Test(unwind, reentry_finds_the_loss_and_every_level_still_unwinds)
     rlock_client_free(c);
     rlock_client_free(other);
     redisFree(r);
+    free(name);
+}
+
+/* ---- the GNU C scope-bound release ------------------------------------ */
+
+/* Takes the lock twice in nested scopes and returns from the inner one:
+ * both levels are released on the way out. */
+static int nested_then_return_early(rlock *l, redisContext *r, const char *name,
+                                    const char *owner)
+{
+    rlock_status st;
+    RLOCK_SCOPED_LOCK(outer, l, RLOCK_WATCHDOG, &st);
+    th_ok(st);
+    cr_assert(outer == l);
+    {
+        RLOCK_SCOPED_LOCK(inner, l, 30000, &st);
+        th_ok(st);
+        cr_assert_eq(th_hget_int(r, name, owner), 2);
+        if (inner) {
+            return 7; /* both released here, inner first */
+        }
+    }
+    return 0;
+}
+
+Test(unwind, scoped_unlock_releases_on_early_return_and_break)
+{
+    rlock_client *c = th_client(NULL, 0);
+    redisContext *r = th_redis(0);
+    char *name = th_name("unwind-scoped");
+    char *owner = th_owner(c, rlock_thread_id());
+    rlock *l;
+    th_ok(rlock_new(c, name, &l));
+    cr_assert_eq(nested_then_return_early(l, r, name, owner), 7);
+    cr_assert_eq(th_exists(r, name), 0, "the scoped holds were not released");
+    /* A break out of a loop body leaves the scope too. */
+    for (int i = 0; i < 3; i++) {
+        rlock *held RLOCK_SCOPED_UNLOCK = NULL;
+        th_ok(rlock_lock(l, RLOCK_WATCHDOG));
+        held = l;
+        cr_assert_eq(th_hget_int(r, name, owner), 1, "iteration %d: a level leaked", i);
+        if (i == 1) {
+            break;
+        }
+    }
+    cr_assert_eq(th_exists(r, name), 0, "break did not release");
+    rlock_free(l);
+    rlock_client_free(c);
+    redisFree(r);
+    free(owner);
+    free(name);
+}
+
+/* A lock that fails leaves the variable NULL: leaving the scope releases
+ * nothing, so the outer hold is still there, count 1. */
+Test(unwind, scoped_unlock_after_a_failed_lock_releases_nothing)
+{
+    rlock_client *c = th_client(NULL, 0);
+    redisContext *r = th_redis(0);
+    char *name = th_name("unwind-scoped-fail");
+    char *owner = th_owner(c, rlock_thread_id());
+    rlock *l;
+    th_ok(rlock_new(c, name, &l));
+    rlock_cancel *tok;
+    th_ok(rlock_cancel_new(&tok));
+    rlock_cancel_fire(tok);
+    th_ok(rlock_lock(l, RLOCK_WATCHDOG));
+    {
+        rlock *held RLOCK_SCOPED_UNLOCK = NULL;
+        rlock_status st = rlock_lock_ex(l, 0, RLOCK_WATCHDOG, tok, NULL);
+        th_assert_status(st, RLOCK_ECANCELED);
+        if (st == RLOCK_OK) {
+            held = l;
+        }
+    }
+    cr_assert_eq(th_hget_int(r, name, owner), 1, "the failed lock's scope released a level");
+    {
+        /* The same through RLOCK_SCOPED_LOCK: a re-entry of a lost hold
+         * fails with RLOCK_ELOST and takes nothing. */
+        th_run(r, "DEL %s", name);
+        th_run(r, "HSET %s other:1 1", name);
+        rlock_status st;
+        RLOCK_SCOPED_LOCK(g, l, RLOCK_WATCHDOG, &st);
+        th_assert_status(st, RLOCK_ELOST);
+        cr_assert(g == NULL);
+    }
+    cr_assert_eq(th_hget_int(r, name, "other:1"), 1, "another owner's hold was touched");
+    th_assert_status(rlock_unlock(l), RLOCK_ELOST);
+    th_run(r, "DEL %s", name);
+    rlock_cancel_free(tok);
+    rlock_free(l);
+    rlock_client_free(c);
+    redisFree(r);
+    free(owner);
     free(name);
 }
