@@ -29,6 +29,7 @@ static const struct {
                      "the server's ACL denies a command, key or channel the lock needs"},
     [RLOCK_ETLS] = {"RLOCK_ETLS",
                     "TLS failed: certificate not trusted or refused, or TLS not spoken"},
+    [RLOCK_EDEADLK] = {"RLOCK_EDEADLK", "the calling thread holds the lock it would wait for"},
 };
 
 #define NSTATUS (sizeof table / sizeof table[0])
