@@ -35,7 +35,7 @@ ZSHCOMPDIR   ?= $(DATADIR)/zsh/site-functions
 
 RL_CFLAGS  := -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Wvla -Werror -fPIC \
               -fvisibility=hidden -pthread -Iinclude -Isrc -I$(B)
-RL_LDLIBS  := -lhiredis -luuid -pthread
+RL_LDLIBS  := -lhiredis -lssl -lcrypto -luuid -pthread
 SAN_FLAGS  ?=
 ALL_CFLAGS  = $(RL_CFLAGS) $(SAN_FLAGS) $(CPPFLAGS) $(CFLAGS)
 ALL_LDFLAGS = $(SAN_FLAGS) $(LDFLAGS)
@@ -83,7 +83,7 @@ $(B)/librlock.so: $(LIB_OBJ)
 
 # Programs link the static library so they run from the tree without
 # LD_LIBRARY_PATH.
-$(B)/rlock: $(TOOL_SRC) $(B)/librlock.a include/rlock.h
+$(B)/rlock: $(TOOL_SRC) tools/cli.h src/tool.h $(B)/librlock.a include/rlock.h
 	$(CC) $(ALL_CFLAGS) -o $@ $(TOOL_SRC) $(B)/librlock.a $(ALL_LDFLAGS) $(RL_LDLIBS)
 
 # The bench's floor speaks TLS itself (bench/wire.c), whatever the library does.
@@ -123,7 +123,8 @@ $(B)/test-lite/%: test/%.c test/harness.c test/harness.h $(B)/librlock.a test/li
 	  $(B)/librlock.a $(ALL_LDFLAGS) $(RL_LDLIBS)
 
 # These tests also link the fault-injecting TCP proxy (test/proxy.c).
-PROXY_TESTS := test_chaos test_clock test_exact test_faults test_review test_review2 test_statuses
+PROXY_TESTS := test_chaos test_clock test_exact test_faults test_review test_review2 test_statuses \
+               test_tls
 $(patsubst %,$(B)/test/%,$(PROXY_TESTS)): $(B)/test/%: test/%.c test/proxy.c test/proxy.h \
   test/harness.c test/harness.h $(B)/librlock.a $(CRIT_DEPS)
 	@mkdir -p $(B)/test
@@ -327,14 +328,16 @@ under_prefix = $(if $(filter $(PREFIX)/%,$(1)),$${$(2)}/$(patsubst $(PREFIX)/%,%
 cmake_ups = $(subst $(eval) ,/,$(foreach d,$(subst /, ,$(patsubst $(PREFIX)/%,%,$(CMAKEDIR))),..))
 
 # Regenerated on every run so that it carries the PREFIX of this make.
-# hiredis and libuuid are named in Libs.private, not Requires.private:
+# hiredis, OpenSSL and libuuid are named in Libs.private, not Requires.private:
 # pkg-config puts the Cflags of Requires.private packages into every
 # `--cflags`, and hiredis's are -I/usr/include/hiredis (its net.h, read.h
 # and sds.h would shadow the user's own) and -D_FILE_OFFSET_BITS=64 (which
 # changes the size of off_t in the user's program). rlock.h includes neither
 # library, so users need only -I${includedir}. Their link flags are asked
-# of their own .pc files (hiredis.pc, uuid.pc) when the .pc is written.
-PC_PRIVATE_LIBS = $(shell pkg-config --libs hiredis uuid 2>/dev/null || echo -lhiredis -luuid)
+# of their own .pc files (hiredis.pc, openssl.pc, uuid.pc) when the .pc is
+# written.
+PC_PRIVATE_LIBS = $(shell pkg-config --libs hiredis openssl uuid 2>/dev/null || \
+                    echo -lhiredis -lssl -lcrypto -luuid)
 $(B)/rlock.pc: FORCE
 	@mkdir -p $(B)
 	@printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(call under_prefix,$(LIBDIR),prefix)' \

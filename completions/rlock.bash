@@ -26,7 +26,7 @@ _rlock()
         cword=$COMP_CWORD
     fi
 
-    local global_opts='--url -h --help -V --version'
+    local global_opts='--url --redis-timeout -h --help -V --version'
     local commands='run hold status unlock wait'
 
     # Find the sub-command and, for run, the NAME and the `--` after it.
@@ -35,7 +35,7 @@ _rlock()
         local w=${words[i]}
         if [[ -z $cmd ]]; then
             case $w in
-            --url | -u) ((i++)) ;;
+            --url | -u | --redis-timeout) ((i++)) ;;
             --url=*) ;;
             -*) ;;
             *) cmd=$w cmd_at=$i ;;
@@ -48,7 +48,8 @@ _rlock()
         case $w in
         --) dashdash_at=$i ;;
         -w | --wait | -l | --lease | -k | --kill-after | --watchdog | \
-            -E | --conflict-exit-code | -c | --command | --url | -u | --signal)
+            -E | --conflict-exit-code | -c | --command | --url | -u | --signal | \
+            --redis-timeout)
             ((i++)) ;;
         -*) ;;
         *) ((name_at)) || name_at=$i ;;
@@ -71,8 +72,11 @@ _rlock()
         COMPREPLY=($(compgen -W 'redis:// unix://' -- "$cur"))
         compopt -o nospace 2>/dev/null
         return ;;
-    -w | --wait | -l | --lease | -k | --kill-after | --watchdog)
-        return ;; # milliseconds
+    -w | --wait | -l | --lease | -k | --kill-after | --watchdog | --redis-timeout)
+        return ;; # a time: 1.5, 500ms, 2m
+    --pid)
+        COMPREPLY=($(compgen -W "$PPID" -- "$cur"))
+        return ;;
     -c | --command)
         return ;; # a shell command line, as flock(1)'s -c
     -E | --conflict-exit-code)
@@ -95,14 +99,16 @@ _rlock()
     local opts
     case $cmd in
     run)
-        opts='-w --wait -n --nonblock -l --lease --signal -k --kill-after --watchdog
-              -E --conflict-exit-code -c --command -s --shared --verbose --url -h --help' ;;
+        opts='-w --wait -n --nonblock -q --quiet -l --lease --signal -k --kill-after --watchdog
+              -E --conflict-exit-code -c --command -s --shared --verbose --url --redis-timeout
+              -h --help' ;;
     hold)
-        opts='-w --wait -n --nonblock -l --lease --watchdog -E --conflict-exit-code
-              -s --shared --verbose --url -h --help' ;;
-    status) opts='--json --verbose --url -h --help' ;;
-    unlock) opts='--force --verbose --url -h --help' ;;
-    wait) opts='-w --wait -n --nonblock -E --conflict-exit-code -s --shared --verbose --url -h --help' ;;
+        opts='-w --wait -n --nonblock -q --quiet -l --lease --watchdog -E --conflict-exit-code
+              --pid -s --shared --verbose --url --redis-timeout -h --help' ;;
+    status) opts='--json --verbose --url --redis-timeout -h --help' ;;
+    unlock) opts='--force --verbose --url --redis-timeout -h --help' ;;
+    wait) opts='-w --wait -n --nonblock -q --quiet -E --conflict-exit-code -s --shared --verbose
+              --url --redis-timeout -h --help' ;;
     *) return ;;
     esac
     if [[ $cur == -* ]]; then

@@ -88,6 +88,15 @@ typedef enum rlock_status {
     RLOCK_EPERM = 14,    /* the server's ACL denies a command, key or
                             channel the lock needs; nothing was changed
                             (since 0.3) */
+    RLOCK_ETLS = 15,     /* TLS failed: the server's certificate does not
+                            verify (unknown CA, another host name,
+                            expired), the server refused the client's
+                            certificate or sent another TLS alert, or one
+                            side does not speak TLS (rediss:// to a plain
+                            port, redis:// to a TLS port); the reason is in
+                            rlock_last_error() (since 0.3) */
+    RLOCK_EDEADLK = 16,  /* the wait could never end: the calling thread
+                            holds the lock itself (since 0.3) */
 } rlock_status;
 
 /* The longest lock name rlock_new() accepts, in bytes (64 KiB); longer
@@ -117,6 +126,7 @@ typedef struct rlock_config {
      * config that was not initialised by it. */
     size_t size;
     /* redis://[[user]:password@]host[:port][/db]
+     * rediss://[[user]:password@]host[:port][/db]   (TLS; since 0.3)
      * unix:///path/to/redis.sock[?db=N][&password=P][&user=U]
      * NULL -> redis://127.0.0.1:6379. Percent-escapes (%40) are decoded in
      * the user and password. An empty password without a user
@@ -164,6 +174,31 @@ typedef struct rlock_config {
      * (LOADING a large dataset after a restart, BUSY, ...) before it
      * returns RLOCK_EIO; 0 -> 30000. */
     int64_t retry_timeout_ms;
+    /* TLS, for rediss:// URLs only (since 0.3; any of these set with a
+     * redis:// or unix:// URL is RLOCK_EINVAL: the traffic would be in
+     * clear text). The files are read by rlock_client_new(), which
+     * returns RLOCK_EINVAL (with the reason in rlock_last_error()) for
+     * one that does not load; the strings need not outlive that call.
+     * The server's certificate is verified against tls_ca_file (PEM, one
+     * or more CAs) and/or tls_ca_dir (a c_rehash'ed directory); with
+     * neither, against OpenSSL's default store, which honours the
+     * SSL_CERT_FILE and SSL_CERT_DIR environment variables. */
+    const char *tls_ca_file;
+    const char *tls_ca_dir;
+    /* Client certificate (PEM, chain allowed) and its key, for servers
+     * that require one (mutual TLS, tls-auth-clients yes). NULL
+     * tls_key_file: the key is in tls_cert_file. */
+    const char *tls_cert_file;
+    const char *tls_key_file;
+    /* The name the server's certificate must carry, also sent as SNI;
+     * NULL -> the URL's host. An IP address is checked against the
+     * certificate's IP entries and not sent as SNI. */
+    const char *tls_server_name;
+    /* true: do not verify the server's certificate at all (chain, name),
+     * for tests against a server with a throwaway certificate only: it
+     * lets anyone on the path read and change every command. Default
+     * false: verified. */
+    bool tls_insecure;
 } rlock_config;
 
 /* Fills every field with its default. Never fails; a NULL cfg is ignored.
@@ -256,8 +291,9 @@ RLOCK_API const char *rlock_name(const rlock *l);
  * retried for up to retry_timeout_ms, however long each one lasts (0.2
  * returned RLOCK_EREDIS when one outlasted command_timeout_ms).
  * Returns RLOCK_OK, RLOCK_EINVAL, RLOCK_ELOST (a re-entry found that this
- * thread's outer hold is gone from Redis: nothing was acquired, and the
- * outer unlock returns RLOCK_ELOST too), RLOCK_EIO (connection errors, or
+ * thread's outer hold is gone from Redis: nothing was acquired; each level
+ * the thread took unwinds with RLOCK_ELOST from rlock_unlock(), and its
+ * next lock takes a fresh hold), RLOCK_EIO (connection errors, or
  * a server that cannot run commands yet, for longer than retry_timeout_ms;
  * rlock_try_lock() whose wait ends first returns it too), RLOCK_ETIMEDOUT
  * (no reply: the acquire carries a request id whose outcome Redis
@@ -306,6 +342,25 @@ RLOCK_API void rlock_cancel_free(rlock_cancel *t);
 RLOCK_API rlock_status rlock_lock_ex(rlock *l, int64_t wait_ms, int64_t lease_ms,
                                      rlock_cancel *cancel, int64_t *holder_ttl_ms);
 
+/* Waits until nobody holds the lock, without taking it (a script or a
+ * service that only needs to know a job holding the lock has finished).
+ * It waits as rlock_lock_ex() does, in the same local queue: woken by the
+ * release message, at the latest when the holder's lease (as its latest
+ * probe saw it) runs out, retrying connection errors for up to
+ * retry_timeout_ms within the wait. wait_ms: RLOCK_WAIT_FOREVER (-1),
+ * 0 (one look) or up to RLOCK_MAX_TIME_MS. cancel may be NULL. A lock that
+ * is taken again at once by a waiter may never be seen free; a lock seen
+ * free may be taken by anyone the moment after.
+ * Returns RLOCK_OK (seen free), RLOCK_EBUSY (still held when the wait ran
+ * out: contention, as from rlock_try_lock()), RLOCK_EDEADLK (the calling
+ * thread holds it: it could never become free while this thread waits;
+ * returned at once), RLOCK_ECANCELED (the token was fired, before or
+ * during the wait), RLOCK_EINVAL, RLOCK_EIO, RLOCK_ETIMEDOUT (Redis did
+ * not answer), RLOCK_EREDIS, RLOCK_EPROTO, RLOCK_ECLOSED, RLOCK_ENOMEM,
+ * RLOCK_EAUTH, RLOCK_EPOOL, RLOCK_EPERM (the ACL denies the key or the
+ * lock's channel). Any thread. Since 0.3. */
+RLOCK_API rlock_status rlock_wait_unlocked(rlock *l, int64_t wait_ms, rlock_cancel *cancel);
+
 /* Releases one hold of the calling thread. The last release deletes the key
  * and publishes "0" on the lock's channel, which wakes one waiter in every
  * process. A partial release resets the TTL to the hold's lease (the
@@ -317,8 +372,11 @@ RLOCK_API rlock_status rlock_lock_ex(rlock *l, int64_t wait_ms, int64_t lease_ms
  * script did not run) (up to 2 x more when it first settles an
  * earlier call of this thread left in doubt).
  * Returns RLOCK_OK, RLOCK_ENOTOWNER (this thread holds no hold on it;
- * Redis unchanged), RLOCK_ELOST (this thread held it but the lease ran out
- * or it was force-unlocked; the hold is forgotten), RLOCK_EIO,
+ * Redis unchanged), RLOCK_ELOST (this thread held it but the lease ran out,
+ * it was force-unlocked or deleted: every unlock answers RLOCK_ELOST until
+ * each level the thread took is unwound, then RLOCK_ENOTOWNER; a hold taken
+ * meanwhile is released by the unlocks that come first, last in first out;
+ * nothing another owner holds is touched; since 0.3), RLOCK_EIO,
  * RLOCK_ETIMEDOUT, RLOCK_EREDIS (not known to have run: the hold is still
  * counted until settled, but a last hold is no longer renewed; this
  * request's id is kept, and this thread's next unlock of the name sends
@@ -412,6 +470,62 @@ RLOCK_API const char *rlock_last_error(void);
 RLOCK_API size_t rlock_prefixed_name(const char *prefix, const char *name, char *buf,
                                      size_t size);
 RLOCK_API size_t rlock_channel_name(const char *name, char *buf, size_t size);
+
+/* Checks a server URL the way rlock_client_new() parses rlock_config.url
+ * (the same parser), and writes it into buf with every password replaced
+ * by "***", for logs and messages: the user, host, port and db stay as
+ * written. A malformed URL is redacted too, cautiously: in the authority,
+ * everything from its first ':' to its last '@' (a '/' or '?' in a
+ * password does not end it); with no '@', a port that is not a number (it
+ * may be a password whose '@' was forgotten); and every password= query
+ * value. buf gets the text NUL-terminated, cut to size - 1 bytes like
+ * snprintf() (after the redaction, so a cut never shows more of a
+ * password); 2 * strlen(url) + 8 bytes always suffice. buf may be NULL
+ * when size is 0, to check only. Touches no server, never blocks; any
+ * thread. Returns RLOCK_OK (rlock_client_new() accepts the URL's form),
+ * RLOCK_EINVAL (malformed, or url NULL: rlock_last_error() names the wrong
+ * part, "the port must be a number from 1 to 65535", and never quotes the
+ * URL), RLOCK_ENOMEM. Since 0.3. */
+RLOCK_API rlock_status rlock_url_redact(const char *url, char *buf, size_t size);
+/* Optional, GNU C only (gcc, clang): a release bound to a scope, the
+ * nearest C gets to try-with-resources. A variable of type rlock * declared
+ * with RLOCK_SCOPED_UNLOCK is passed to rlock_unlock() when it goes out of
+ * scope (the block ends, return, break, goto out of it) if it is not NULL
+ * then. Set it to the handle only once the lock is taken, so a failed lock
+ * releases nothing; set it back to NULL after releasing by hand. The
+ * unlock's status is dropped: code that must act on RLOCK_ELOST unlocks by
+ * hand. Not for C++ (use an RAII type there) and not across longjmp()
+ * (cleanups do not run), nor in a thread that did not take the lock.
+ *
+ *     rlock *held RLOCK_SCOPED_UNLOCK = NULL;
+ *     rlock_status st = rlock_lock(l, RLOCK_WATCHDOG);
+ *     if (st != RLOCK_OK)
+ *         return st;              // nothing to release
+ *     held = l;
+ *     if (nothing_to_do())
+ *         return RLOCK_OK;        // unlocked here
+ *
+ * RLOCK_SCOPED_LOCK(var, l, lease_ms, &st) does the three lines above in
+ * one declaration: var is l when rlock_lock() returned RLOCK_OK (in st),
+ * else NULL. Since 0.3. */
+#if defined(__GNUC__) && !defined(__cplusplus)
+/* The cleanup function; not to be called directly. */
+static inline void rlock__scoped_release(rlock **held)
+{
+    if (*held) {
+        (void)rlock_unlock(*held);
+    }
+}
+/* rlock_lock(), and l when it returned RLOCK_OK, else NULL. */
+static inline rlock *rlock__scoped_take(rlock *l, int64_t lease_ms, rlock_status *st)
+{
+    *st = rlock_lock(l, lease_ms);
+    return *st == RLOCK_OK ? l : (rlock *)0;
+}
+#define RLOCK_SCOPED_UNLOCK __attribute__((cleanup(rlock__scoped_release)))
+#define RLOCK_SCOPED_LOCK(var, l, lease_ms, st_out) \
+    rlock *var RLOCK_SCOPED_UNLOCK = rlock__scoped_take((l), (lease_ms), (st_out))
+#endif
 
 #ifdef __cplusplus
 }

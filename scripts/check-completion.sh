@@ -43,6 +43,10 @@ for mode in plain bash-completion; do
     check "TERM KILL" rlock run --signal ''
     check "--" rlock run -w 100 jobs ''
     check "--wait" rlock wait --w
+    check "--quiet --redis-timeout" rlock run --
+    check "--quiet" rlock wait --q
+    check "--redis-timeout" rlock --r
+    check "status" rlock --redis-timeout 2s st
     check "redis:// unix://" rlock --url ''
     check "sleep" rlock run -w 5 jobs -- slee
 done

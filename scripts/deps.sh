@@ -11,9 +11,12 @@ pkgs=""
 need() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed' || pkgs="$pkgs $1"; }
 
 need libhiredis-dev
+need libssl-dev
 need uuid-dev
 need redis-server
 need redis-tools
+# The TLS tests make their certificates with the openssl command.
+need openssl
 need libcriterion-dev
 need pkg-config
 need gcc

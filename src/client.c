@@ -26,6 +26,7 @@
 
 static void free_memory(rlock_client *c)
 {
+    rlock__tls_free(c);
     rlock__endpoint_free(&c->ep);
     free(c->url);
     free(c);
@@ -77,8 +78,17 @@ RLOCK_API rlock_status rlock_client_new(const rlock_config *cfg, rlock_client **
     c->cfg.url = c->url;
     if ((st = rlock__parse_url(c->url, &c->ep)) != RLOCK_OK) {
         free_memory(c);
-        return st == RLOCK_EINVAL ? rlock__fail(st, "the URL is malformed") : st;
+        return st; /* the parser's detail names the wrong part */
     }
+    /* The certificate and key files are read now: a bad one is the
+     * caller's configuration, reported here rather than at first use. */
+    if ((st = rlock__tls_init(c)) != RLOCK_OK) {
+        free_memory(c);
+        return st;
+    }
+    c->cfg.tls_ca_file = c->cfg.tls_ca_dir = NULL;
+    c->cfg.tls_cert_file = c->cfg.tls_key_file = NULL;
+    c->cfg.tls_server_name = c->tls_name;
     uuid_t u;
     uuid_generate_random(u);
     uuid_unparse_lower(u, c->id);

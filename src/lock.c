@@ -85,6 +85,19 @@ RLOCK_API rlock_status rlock_try_lock(rlock *l, int64_t wait_ms, int64_t lease_m
     return rlock_lock_ex(l, wait_ms, lease_ms, NULL, NULL);
 }
 
+RLOCK_API rlock_status rlock_wait_unlocked(rlock *l, int64_t wait_ms, rlock_cancel *cancel)
+{
+    if (!l || !time_ok(wait_ms, true)) {
+        return bad_args();
+    }
+    rlock_status st = rlock__enter(l->c);
+    if (st == RLOCK_OK) {
+        st = rlock__wait_unlocked(l, wait_ms, cancel);
+        rlock__leave(l->c);
+    }
+    return st;
+}
+
 RLOCK_API rlock_status rlock_unlock(rlock *l)
 {
     if (!l) {

@@ -16,6 +16,11 @@ struct rlock_client {
     rlock_config cfg; /* copy, defaults filled; cfg.url points to url */
     char *url;
     rlock__endpoint ep;
+    /* TLS (net/link.c), for rediss:// only: the SSL_CTX made from cfg and
+     * the name the server's certificate must carry (and SNI). */
+    void *tls_ctx;
+    char *tls_name;
+    atomic_bool tls_seen; /* a handshake with the server has succeeded */
     char id[37];
     char conn_name[128]; /* CLIENT SETNAME value */
     pid_t pid;           /* creator; any other pid is a fork()ed child */
@@ -68,7 +73,7 @@ struct rlock_client {
     int wake_pipe[2];
     /* The pub/sub thread's connection, mirrored here under ps_mu only so
      * that a fork()ed child can free it (the thread is gone there). */
-    redisContext *ps_ctx;
+    rlock__link *ps_link;
     /* The (un)subscribes sent and not yet answered, oldest first (a ring):
      * an error reply names no channel, only its place in this order. */
     rlock__sent *ps_sent;

@@ -253,10 +253,78 @@ char *th_server_url(const th_server *s)
     return u;
 }
 
+char *th_server_tls_url(const th_server *s)
+{
+    char *u = NULL;
+    cr_assert(asprintf(&u, "rediss://127.0.0.1:%d", s->tls_port) > 0);
+    return u;
+}
+
+/* Runs a shell command in dir; aborts the test when it fails. */
+static void tls_sh(const char *dir, const char *cmd)
+{
+    char *full = NULL;
+    cr_assert(asprintf(&full, "cd '%s' && { %s ; } >>openssl.log 2>&1", dir, cmd) > 0);
+    int rc = system(full);
+    cr_assert_eq(rc, 0, "openssl failed (%s/openssl.log): %s", dir, cmd);
+    free(full);
+}
+
+/* A key and a certificate signed by ca.crt, with the given subject and
+ * extensions. EC keys: fast to make. */
+static void tls_leaf(const char *dir, const char *name, const char *cn, const char *ext)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+             "-keyout %s.key -out %s.csr -subj '/CN=%s' && printf '%%s\\n' '%s' > %s.ext && "
+             "openssl x509 -req -in %s.csr -CA ca.crt -CAkey ca.key -CAcreateserial "
+             "-out %s.crt -days 2 -extfile %s.ext",
+             name, name, cn, ext, name, name, name, name);
+    tls_sh(dir, cmd);
+}
+
+void th_tls_make(th_tls *t)
+{
+    snprintf(t->dir, sizeof t->dir, "/tmp/rlock-tls.XXXXXX");
+    cr_assert(mkdtemp(t->dir) != NULL);
+    const char *ca = "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+                     "-days 2 -keyout %s.key -out %s.crt -subj '/CN=%s'";
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, ca, "ca", "ca", "rlock test CA");
+    tls_sh(t->dir, cmd);
+    snprintf(cmd, sizeof cmd, ca, "other-ca", "other-ca", "unrelated CA");
+    tls_sh(t->dir, cmd);
+    tls_leaf(t->dir, "server", "localhost", "subjectAltName=DNS:localhost,IP:127.0.0.1");
+    tls_leaf(t->dir, "other", "other.example", "subjectAltName=DNS:other.example");
+    tls_leaf(t->dir, "client", "rlock client", "extendedKeyUsage=clientAuth");
+    snprintf(t->ca, sizeof t->ca, "%s/ca.crt", t->dir);
+    snprintf(t->other_ca, sizeof t->other_ca, "%s/other-ca.crt", t->dir);
+    snprintf(t->server_crt, sizeof t->server_crt, "%s/server.crt", t->dir);
+    snprintf(t->server_key, sizeof t->server_key, "%s/server.key", t->dir);
+    snprintf(t->other_crt, sizeof t->other_crt, "%s/other.crt", t->dir);
+    snprintf(t->other_key, sizeof t->other_key, "%s/other.key", t->dir);
+    snprintf(t->client_crt, sizeof t->client_crt, "%s/client.crt", t->dir);
+    snprintf(t->client_key, sizeof t->client_key, "%s/client.key", t->dir);
+}
+
+void th_tls_free(th_tls *t)
+{
+    if (t->dir[0]) {
+        char cmd[300];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", t->dir);
+        if (system(cmd) != 0) {
+            /* best effort */
+        }
+        t->dir[0] = '\0';
+    }
+}
+
 static void server_spawn(th_server *s)
 {
-    char port[16], log[300];
+    char port[16], tls_port[16], log[300];
     snprintf(port, sizeof port, "%d", s->port);
+    snprintf(tls_port, sizeof tls_port, "%d", s->tls_port);
     snprintf(log, sizeof log, "%s/redis.log", s->dir);
     pid_t pid = fork();
     cr_assert(pid >= 0);
@@ -269,6 +337,17 @@ static void server_spawn(th_server *s)
                                 "--appendonly", "no", "--dir", s->dir, "--logfile", log,
                                 "--enable-debug-command", "yes"};
         int n = 15;
+        if (s->tls) {
+            const char *tls[] = {"--tls-port", tls_port, "--tls-cert-file",
+                                 s->tls_other_host ? s->tls->other_crt : s->tls->server_crt,
+                                 "--tls-key-file",
+                                 s->tls_other_host ? s->tls->other_key : s->tls->server_key,
+                                 "--tls-ca-cert-file", s->tls->ca, "--tls-auth-clients",
+                                 s->tls_auth ? s->tls_auth : "no"};
+            for (size_t i = 0; i < sizeof tls / sizeof tls[0]; i++) {
+                argv[n++] = tls[i];
+            }
+        }
         for (int i = 0; s->args && s->args[i] && n < 63; i++) {
             argv[n++] = s->args[i];
         }
@@ -342,7 +421,7 @@ void th_server_start(th_server *s)
     th_server_start_args(s, NULL);
 }
 
-void th_server_start_args(th_server *s, const char *const *args)
+static void server_start(th_server *s, const char *const *args)
 {
     s->args = args;
     snprintf(s->dir, sizeof s->dir, "/tmp/rlock-th.XXXXXX");
@@ -351,6 +430,7 @@ void th_server_start_args(th_server *s, const char *const *args)
         s->port =
             20000 +
             (int)((getpid() * 7919u + (unsigned)th_now_ms() * 31u + attempt * 104729u) % 40000u);
+        s->tls_port = s->tls ? s->port + 1 : 0;
         server_spawn(s);
         if (wait_ready(s)) {
             return;
@@ -359,6 +439,22 @@ void th_server_start_args(th_server *s, const char *const *args)
         waitpid(s->pid, NULL, 0);
     }
     cr_assert_fail("could not start a private redis-server");
+}
+
+void th_server_start_args(th_server *s, const char *const *args)
+{
+    s->tls = NULL;
+    s->tls_auth = NULL;
+    s->tls_other_host = false;
+    server_start(s, args);
+}
+
+void th_server_start_tls(th_server *s, const th_tls *tls, const char *auth, bool other_host)
+{
+    s->tls = tls;
+    s->tls_auth = auth;
+    s->tls_other_host = other_host;
+    server_start(s, NULL);
 }
 
 static void server_reap(th_server *s, int sig)

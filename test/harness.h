@@ -82,22 +82,49 @@ redisContext *th_psubscribe(int port, const char *pattern);
  * returns a malloc'd payload or NULL on timeout. */
 char *th_next_message(redisContext *sub, int timeout_ms);
 
+/* Certificates for TLS tests, made with the openssl command into a temp
+ * directory by th_tls_make() and removed by th_tls_free(): a CA; a server
+ * certificate it signed for localhost and 127.0.0.1 (SAN) and another for
+ * the host name "other.example" only; a client certificate it signed; an
+ * unrelated second CA. Each X.crt has its key in X.key. */
+typedef struct th_tls {
+    char dir[256];
+    char ca[300], other_ca[300];
+    char server_crt[300], server_key[300];
+    char other_crt[300], other_key[300]; /* CN and SAN other.example */
+    char client_crt[300], client_key[300];
+} th_tls;
+void th_tls_make(th_tls *t);
+void th_tls_free(th_tls *t);
+
 /* Private server for fault tests (restart, kill). */
 typedef struct th_server {
     int port;
     pid_t pid;
     char dir[256];
     const char *const *args; /* extra redis-server arguments, or NULL */
+    /* Set by th_server_start_tls(). */
+    const th_tls *tls;
+    bool tls_other_host;
+    const char *tls_auth;
+    int tls_port;
 } th_server;
 void th_server_start(th_server *s);
 /* The same with extra redis-server arguments (NULL-terminated; they must
  * outlive the server, e.g. a static array), e.g. {"--rename-command",
  * "EXISTS", "", NULL}. */
 void th_server_start_args(th_server *s, const char *const *args);
+/* A server that also listens with TLS on s->tls_port (picked by the
+ * start) with tls->server_crt (or other_crt with other_host), and
+ * tls-auth-clients auth ("no" when NULL; "yes" wants a client
+ * certificate). s->port stays plain, for the test's own checks. */
+void th_server_start_tls(th_server *s, const th_tls *tls, const char *auth, bool other_host);
 void th_server_stop(th_server *s);       /* SIGTERM and wait */
 void th_server_kill(th_server *s);       /* SIGKILL and wait */
 void th_server_restart(th_server *s);    /* stop, start again on the same port */
 char *th_server_url(const th_server *s); /* caller frees */
+/* "rediss://127.0.0.1:<tls_port>"; caller frees. */
+char *th_server_tls_url(const th_server *s);
 
 /* Monotonic milliseconds. */
 int64_t th_now_ms(void);

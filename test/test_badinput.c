@@ -233,8 +233,9 @@ Test(badinput, malformed_urls)
         "redis:/127.0.0.1:6379",
         "redis:127.0.0.1",
         "http://127.0.0.1:6379",
-        "rediss://127.0.0.1:6379",
         "tcp://127.0.0.1:6379",
+        "rediss://",
+        "rediss://127.0.0.1:abc",
         "redis://",
         "redis://:6379",
         "redis:///0",
@@ -691,9 +692,10 @@ Test(badinput, status_strings_for_every_value)
         "RLOCK_OK",        "RLOCK_EINVAL", "RLOCK_ENOMEM",  "RLOCK_EBUSY",
         "RLOCK_ENOTOWNER", "RLOCK_ELOST",  "RLOCK_EIO",     "RLOCK_ETIMEDOUT",
         "RLOCK_EREDIS",    "RLOCK_EPROTO", "RLOCK_ECLOSED", "RLOCK_EAUTH",
-        "RLOCK_ECANCELED", "RLOCK_EPOOL",  "RLOCK_EPERM",
+        "RLOCK_ECANCELED", "RLOCK_EPOOL",  "RLOCK_EPERM",   "RLOCK_ETLS",
+        "RLOCK_EDEADLK",
     };
-    for (int s = 0; s <= RLOCK_EPERM; s++) {
+    for (int s = 0; s <= RLOCK_EDEADLK; s++) {
         cr_assert_str_eq(rlock_status_name((rlock_status)s), names[s]);
         const char *e = rlock_strerror((rlock_status)s);
         cr_assert(e != NULL && e[0] != '\0');
@@ -702,7 +704,7 @@ Test(badinput, status_strings_for_every_value)
                               names[s], names[t]);
         }
     }
-    const int unknown[] = {15, 16, 100, -1, -100, INT_MAX, INT_MIN};
+    const int unknown[] = {17, 18, 100, -1, -100, INT_MAX, INT_MIN};
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
         rlock_status s = (rlock_status)unknown[i];
         cr_assert_str_eq(rlock_status_name(s), "RLOCK_UNKNOWN", "value %d", unknown[i]);

@@ -47,9 +47,19 @@
  *   EINVAL      client::einval_for_bad_arguments
  *   ENOTOWNER   lock::unlock_by_non_owner_thread_is_refused
  *   ELOST       watchdog::lost_lock_is_reported_and_unlock_says_elost,
- *               statuses::elost_from_every_acquire_call_and_unlock
+ *               statuses::elost_from_every_acquire_call_and_unlock,
+ *               unwind::* (every level of a lost hold, each cause)
  *   EIO, ETIMEDOUT, EREDIS, EPROTO, ECLOSED, EAUTH, EPOOL
  *               statuses::<status>_from_every_call_... as for rlock_lock
+ * rlock_wait_unlocked
+ *   OK          wait_unlocked::free_at_once, wait_unlocked::woken_by_another_clients_unlock
+ *   EINVAL      wait_unlocked::free_at_once
+ *   EBUSY       wait_unlocked::still_held_when_the_wait_runs_out_is_ebusy
+ *   EDEADLK     wait_unlocked::caller_holding_it_is_edeadlk
+ *   ECANCELED   wait_unlocked::cancelled_from_another_thread
+ *   EIO, ETIMEDOUT, EREDIS, EPROTO, ECLOSED, EAUTH, EPOOL, EPERM, ENOMEM
+ *               none yet: the same probe and queue paths as rlock_lock_ex()
+ *               and the queries, whose tests produce them
  * rlock_force_unlock
  *   OK          lock::force_unlock_publishes_and_forgets
  *   EINVAL      client::einval_for_bad_arguments

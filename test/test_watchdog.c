@@ -133,6 +133,9 @@ Test(watchdog, lost_lock_is_reported_and_unlock_says_elost)
     pthread_mutex_unlock(&lost.mu);
     cr_assert_eq(calls, 1, "not reported again");
     cr_assert_eq(th_exists(r, name), 0, "the watchdog does not resurrect it");
+    /* Both levels unwind with RLOCK_ELOST (0.2 said ENOTOWNER for the
+     * outer one), then nothing is held. */
+    th_assert_status(rlock_unlock(l), RLOCK_ELOST);
     th_assert_status(rlock_unlock(l), RLOCK_ELOST);
     th_assert_status(rlock_unlock(l), RLOCK_ENOTOWNER);
     /* A new acquisition after the loss is a fresh hold. */

@@ -1,14 +1,22 @@
 /* Declarations shared by the files of the rlock command (the tools directory).
  *
- * rlock.c parses the command line and runs the small sub-commands (unlock,
- * wait); run.c runs a command under a lock, or holds one until a signal;
- * status.c prints a lock's state; url.c parses and redacts server URLs;
- * secret.c gets passwords from outside the URL; diag.c turns failures into
- * messages and exit codes; redis.c holds what the library does not offer:
- * direct hiredis connections for the read-only inspection of a lock and for
- * the pub/sub wait loop that a signal can interrupt.
+ * The files, top down; each calls only files below it, so that no two are
+ * tied in a cycle (checked with nm and tsort, see the report of issue 15):
+ *   rlock.c   main: the command line, the server URL and its password, the
+ *             small sub-commands (unlock, wait)
+ *   run.c     runs a command under a lock, or holds one until a signal
+ *   proc.c    the command's process group and its guard (proc.h)
+ *   status.c  prints a lock's state
+ *   client.c  the library client, and the diagnosis of one not made
+ *   redis.c   the pub/sub wait loop that a signal can interrupt, on a direct
+ *             hiredis connection (until the library can wait that way)
+ *   diag.c    turns failures into messages and exit codes
+ *   secret.c  passwords from outside the URL, put into it; argv masking
+ *   cli.c     messages, times, freeing secrets
  *
- * The command uses only the public API of include/rlock.h. */
+ * The command uses the public API of include/rlock.h; status.c also reads
+ * through the client's pool with src/tool.h (internal, resolved by linking
+ * librlock.a), and redis.c parses the URL with the library's parser. */
 #ifndef RLOCK_CLI_H
 #define RLOCK_CLI_H
 
@@ -49,28 +57,25 @@ enum {
     CLI_EXIT_NOTFOUND = 127,   /* COMMAND not found */
 };
 
-/* A parsed server URL. The strings are the decoded parts. */
-typedef struct cli_url {
-    char *host; /* TCP host, or NULL for a unix socket */
-    int port;
-    char *path; /* unix socket path, or NULL */
-    char *user; /* ACL user, or NULL */
-    char *password;
-    int db;
-} cli_url;
-
 /* Options every sub-command shares. */
 typedef struct cli_opts {
     const char *url_arg; /* as given: --url, RLOCK_URL, REDIS_URL or the default */
     char *url_copy;      /* url_arg's copy when --url was masked in argv */
     const char *url_src; /* where it came from, for messages */
     char *shown;         /* url_arg with its password replaced by *** */
-    cli_url ep;          /* parsed, with the password from any source */
     char *url;           /* the URL for the library, password included */
     const char *password_file;
     bool askpass;
     bool verbose;
     int64_t watchdog_ms; /* 0: library default */
+    /* --redis-timeout: connect_timeout_ms and command_timeout_ms of the
+     * client (and of the direct connections); 0: the library's defaults */
+    int64_t connect_timeout_ms;
+    int64_t command_timeout_ms;
+    /* TLS (rediss://): --cacert, --cacertdir, --cert, --key,
+     * --tls-server-name, --tls-insecure; NULL/false: the defaults. */
+    const char *tls_ca_file, *tls_ca_dir, *tls_cert, *tls_key, *tls_server_name;
+    bool tls_insecure;
     char *env_auth;      /* RLOCK_AUTH, taken out of the environment */
 } cli_opts;
 
@@ -87,6 +92,8 @@ typedef struct cli_args {
     int conflict_code;     /* exit code when not acquired / still held */
     bool json;
     bool force;
+    int follow_pid; /* hold --pid: the process to follow (0: the parent) */
+    bool quiet;     /* -q: no message when the lock is busy (the exit code says it) */
 } cli_args;
 
 /* What a failed call was doing, as far as the diagnosis cares. */
@@ -113,7 +120,7 @@ typedef enum cli_wait_result {
  * to the holder's remaining lease (-1: no expiry, -2: gone meanwhile). */
 typedef rlock_status (*cli_probe)(void *arg, bool *done, int64_t *ttl_ms);
 
-/* ---- rlock.c -------------------------------------------------------- */
+/* ---- cli.c --------------------------------------------------------- */
 
 /* Prints "rlock: <message>" on stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -124,10 +131,8 @@ void cli_verbose(const cli_opts *o, const char *fmt, ...) __attribute__((format(
 bool cli_parse_duration(const char *s, int64_t *ms);
 /* Monotonic milliseconds. */
 int64_t cli_now_ms(void);
-/* A client on o->url with the watchdog timeout of o; the caller frees it.
- * On failure prints the diagnosis and returns the exit code (else -1). */
-int cli_client(const cli_opts *o, void (*on_lost)(const char *, uint64_t, void *), void *arg,
-               rlock_client **out);
+/* Zeroes n bytes of p, then frees it; NULL is a no-op. */
+void cli_secure_free(void *p, size_t n);
 
 /* ---- diag.c --------------------------------------------------------- */
 
@@ -138,6 +143,8 @@ void cli_detail_clear(void);
 /* The recorded detail ("" if none), and a change of its cause. */
 const char *cli_detail_text(void);
 void cli_detail_recause(cli_cause cause);
+/* Whether the recorded detail (or its text) names a cause. */
+bool cli_detail_names_cause(void);
 /* Replaces the detail with the library's account of its last failure on
  * this thread (nothing until the library has rlock_last_error()). */
 void cli_detail_from_library(void);
@@ -146,26 +153,6 @@ void cli_detail_from_library(void);
 int cli_fail(rlock_status s, const char *what);
 /* cli_fail() for a failed library call: takes the library's detail. */
 int cli_fail_lib(rlock_status s, const char *what);
-/* cli_fail() for a failed rlock_client_new(): finds out why over a direct
- * connection if the library does not say. */
-int cli_fail_client(const cli_opts *o, rlock_status s);
-
-/* ---- url.c ---------------------------------------------------------- */
-
-/* Parses url; on failure writes which part is wrong into why (never the
- * URL's text) and returns false. A user without a password is accepted
- * here: the password may come from elsewhere. */
-bool cli_url_parse(const char *url, cli_url *u, char *why, size_t why_size);
-void cli_url_free(cli_url *u);
-/* The URL for the library, every part percent-encoded; malloc'd. */
-char *cli_url_compose(const cli_url *u);
-/* url with any password (and a port that is not a number) replaced by
- * ***, for messages; works on malformed URLs too; malloc'd. */
-char *cli_url_redact(const char *url);
-/* Masks the same parts with '*' in place, keeping the length. */
-void cli_url_scrub(char *url);
-/* Zeroes n bytes of p, then frees it; NULL is a no-op. */
-void cli_secure_free(void *p, size_t n);
 
 /* ---- secret.c ------------------------------------------------------- */
 
@@ -178,6 +165,24 @@ char *cli_take_env_auth(void);
  * malloc'd string or NULL after printing why. */
 char *cli_askpass(void);
 char *cli_password_file(const char *path);
+/* url with password pw put in, percent-encoded: in place of the URL's own
+ * when replace, else only where the URL has none (an empty one without a
+ * user counts as none). Only the text is edited: the library's check
+ * (rlock_url_redact) judges the result. malloc'd, or NULL. */
+char *cli_url_with_password(const char *url, const char *pw, bool replace);
+/* Masks with '*' in place, keeping the length, what rlock_url_redact()
+ * hides: for the --url argument, so that ps(1) shows no password. */
+void cli_url_scrub(char *url);
+
+/* ---- client.c ------------------------------------------------------- */
+
+/* A client on o->url with the timeouts of o; the caller frees it. On
+ * failure prints the diagnosis and returns the exit code (else -1). */
+int cli_client(const cli_opts *o, void (*on_lost)(const char *, uint64_t, void *), void *arg,
+               rlock_client **out);
+/* cli_fail() for a failed rlock_client_new(): finds out why over a direct
+ * connection if the library does not say. */
+int cli_fail_client(const cli_opts *o, rlock_status s);
 
 /* ---- run.c ---------------------------------------------------------- */
 
@@ -190,8 +195,9 @@ int cli_status(const cli_opts *o, const char *name, bool json);
 
 /* ---- redis.c -------------------------------------------------------- */
 
-/* Connects, authenticates, selects the database and names the connection
- * "rlock-cli:<host>:<pid>". On failure cli_detail_set() says why. */
+/* Connects to o->url (parsed by the library's parser), authenticates,
+ * selects the database and names the connection "rlock-cli:<host>:<pid>",
+ * within o's timeouts. On failure cli_detail_set() says why. */
 rlock_status cli_connect(const cli_opts *o, redisContext **out);
 /* Reads one reply; maps transport errors and error replies to a status
  * and records the detail. *out is set only on RLOCK_OK. */

@@ -6,8 +6,8 @@
  *
  * Where the detail comes from: direct connections of the command record
  * the step that failed and the server's reply (cli_detail_set()); for the
- * library's calls, rlock_last_error() once the library has it. Until then a
- * failed rlock_client_new() is diagnosed by connecting once more directly,
+ * library's calls, rlock_last_error(). A failed rlock_client_new() whose
+ * detail is empty is diagnosed by connecting once more directly (client.c),
  * which says whether the connection, AUTH or SELECT failed and why. */
 #include "cli.h"
 
@@ -70,6 +70,11 @@ static cli_cause cause_of_text(const char *t)
     return CLI_CAUSE_NONE;
 }
 
+bool cli_detail_names_cause(void)
+{
+    return g_cause != CLI_CAUSE_NONE || cause_of_text(g_detail) != CLI_CAUSE_NONE;
+}
+
 typedef struct diag {
     int code;
     const char *words;
@@ -98,6 +103,9 @@ static diag diagnose(rlock_status s, cli_cause cause, const char *detail)
             break;
         case 14: /* RLOCK_EPERM (since 0.3): an ACL refusal in any words */
             cause = CLI_CAUSE_NOPERM;
+            break;
+        case 15: /* RLOCK_ETLS (since 0.3): the detail says what TLS refused */
+            cause = CLI_CAUSE_UNREACHABLE;
             break;
         default:
             break;
@@ -165,30 +173,4 @@ int cli_fail_lib(rlock_status s, const char *what)
 {
     cli_detail_from_library();
     return cli_fail(s, what);
-}
-
-int cli_fail_client(const cli_opts *o, rlock_status s)
-{
-    cli_detail_from_library();
-    bool server = s == RLOCK_EIO || s == RLOCK_ETIMEDOUT || (int)s == CLI_EAUTH;
-    if (server && g_detail[0] == '\0') {
-        /* The library says only "I/O error" for a refused connection, a
-         * refused AUTH and a refused SELECT alike: ask the server once
-         * more, directly, and keep what that attempt found. */
-        redisContext *r = NULL;
-        rlock_status p = cli_connect(o, &r);
-        if (p == RLOCK_OK) {
-            redisFree(r);
-            cli_detail_set(CLI_CAUSE_NONE, "a second, direct connection succeeded (%s)",
-                           rlock_strerror(s));
-        } else {
-            s = p;
-        }
-    }
-    if (s == RLOCK_EINVAL && (g_detail[0] == '\0' || cause_of_text(g_detail) == CLI_CAUSE_NONE)) {
-        /* cli_url_parse() accepted it, the library did not. */
-        cli_error("URL %s: the library rejected it (%s)", o->shown, rlock_strerror(s));
-        return CLI_EXIT_USAGE;
-    }
-    return cli_fail(s, o->shown);
 }

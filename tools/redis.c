@@ -1,10 +1,11 @@
 /* Direct hiredis use by the rlock command, for what the library does not
- * offer: a read-only snapshot of a lock for `rlock status` (status.c), and a
- * wait on the lock's pub/sub channel that can be interrupted by a file
- * descriptor (the library's own waits cannot yet, and `rlock run` must react
- * to signals while it waits). Everything that changes a lock goes through
- * the library. */
+ * offer yet: a wait on the lock's pub/sub channel that can be interrupted by
+ * a file descriptor (`rlock wait`), and the second look at a server whose
+ * client could not be made (client.c). The URL is the library's, parsed by
+ * its parser. Everything that changes a lock goes through the library, and
+ * `rlock status` reads through the client's pool (status.c). */
 #include "cli.h"
+#include "tool.h" /* rlock__parse_url(): the library's parser */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,8 +17,8 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-/* Timeouts of the direct connections: the library's defaults, so that
- * `status` against a dead server fails as fast as `run` does. */
+/* Timeouts of the direct connections without --redis-timeout: the
+ * library's defaults, so that they fail as fast as the library does. */
 #define CONNECT_TIMEOUT_MS 2000
 #define COMMAND_TIMEOUT_MS 3000
 /* Longest single poll(); a wait longer than this just polls again (after
@@ -58,13 +59,28 @@ rlock_status cli_reply(redisContext *r, redisReply **out)
 
 rlock_status cli_connect(const cli_opts *o, redisContext **out)
 {
-    const cli_url *ep = &o->ep;
     cli_detail_clear();
-    struct timeval ct = {CONNECT_TIMEOUT_MS / 1000, 0};
-    struct timeval rt = {COMMAND_TIMEOUT_MS / 1000, 0};
+    rlock__endpoint parsed;
+    if (rlock__parse_url(o->url, &parsed) != RLOCK_OK) {
+        cli_detail_set(CLI_CAUSE_NONE, "%s", rlock_last_error());
+        return RLOCK_EINVAL;
+    }
+    const rlock__endpoint *ep = &parsed;
+    if (ep->tls) {
+        /* These connections are hiredis 0.14's own, which has no TLS: never
+         * send a password in clear text to a rediss:// server. */
+        rlock__endpoint_free(&parsed);
+        cli_detail_set(CLI_CAUSE_NONE, "wait does not speak TLS (rediss://) yet");
+        return RLOCK_EINVAL;
+    }
+    int64_t cms = o->connect_timeout_ms > 0 ? o->connect_timeout_ms : CONNECT_TIMEOUT_MS;
+    int64_t rms = o->command_timeout_ms > 0 ? o->command_timeout_ms : COMMAND_TIMEOUT_MS;
+    struct timeval ct = {(time_t)(cms / 1000), (suseconds_t)(cms % 1000 * 1000)};
+    struct timeval rt = {(time_t)(rms / 1000), (suseconds_t)(rms % 1000 * 1000)};
     redisContext *r = ep->path ? redisConnectUnixWithTimeout(ep->path, ct)
                                : redisConnectWithTimeout(ep->host, ep->port, ct);
     if (r == NULL) {
+        rlock__endpoint_free(&parsed);
         return RLOCK_ENOMEM;
     }
     rlock_status s = RLOCK_OK;
@@ -129,6 +145,7 @@ rlock_status cli_connect(const cli_opts *o, redisContext **out)
             }
         }
     }
+    rlock__endpoint_free(&parsed);
     if (s != RLOCK_OK) {
         redisFree(r);
         return s;

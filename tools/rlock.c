@@ -1,19 +1,21 @@
 /* rlock: the command-line face of the library, flock(1) across machines.
  *
- *   rlock [OPTIONS] run [-w TIME|-n] [-E N] [-l TIME] [-S SIG] [-k TIME]
+ *   rlock [OPTIONS] run [-w TIME|-n] [-q] [-E N] [-l TIME] [-S SIG] [-k TIME]
  *                       NAME {-- COMMAND [ARG...] | -c COMMAND-LINE}
- *   rlock [OPTIONS] hold [-w TIME|-n] [-E N] [-l TIME] NAME
+ *   rlock [OPTIONS] hold [-w TIME|-n] [-q] [-E N] [-l TIME] [--pid PID] NAME
  *   rlock [OPTIONS] status [--json] NAME
  *   rlock [OPTIONS] unlock --force NAME
- *   rlock [OPTIONS] wait [-w TIME|-n] [-E N] NAME
+ *   rlock [OPTIONS] wait [-w TIME|-n] [-q] [-E N] NAME
  *
  * This file parses the command line, finds the server URL and its password,
  * and runs the small sub-commands; run.c runs a command under a lock (or
- * holds one), status.c prints a lock's state. The exit codes are in cli.h,
- * docs/rlock.1 and usage() below. */
+ * holds one), status.c prints a lock's state. This file is the top of the
+ * command: the others never call into it (cli.h lists the order). The exit
+ * codes are in cli.h, docs/rlock.1 and usage() below. */
 #include "cli.h"
 
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -32,19 +34,22 @@ static const char usage_text[] =
     "Redisson-compatible distributed locks from the shell.\n"
     "\n"
     "commands:\n"
-    "  run [-w TIME|-n] [-E N] [-l TIME] [-S SIG] [-k TIME] NAME -- COMMAND [ARG...]\n"
+    "  run [-w TIME|-n] [-q] [-E N] [-l TIME] [-S SIG] [-k TIME] NAME -- COMMAND [ARG...]\n"
     "  run ... NAME -c COMMAND-LINE\n"
     "        take NAME, run COMMAND, release NAME when it exits\n"
-    "  hold [-w TIME|-n] [-E N] [-l TIME] NAME\n"
-    "        take NAME, print the holder id, keep NAME until SIGINT/SIGTERM/SIGHUP\n"
+    "  hold [-w TIME|-n] [-q] [-E N] [-l TIME] [--pid PID] NAME\n"
+    "        take NAME, print the holder id, keep NAME until a signal, until\n"
+    "        its parent (or PID) exits, or its stdin/stdout pipe closes\n"
     "  status [--json] NAME   show whether NAME is locked, its holders, their\n"
     "                         connections (host, pid) and the TTL\n"
     "  unlock --force NAME    delete NAME whoever holds it and wake its waiters\n"
-    "  wait [-w TIME|-n] [-E N] NAME   block until NAME is free (pub/sub, no polling)\n"
+    "  wait [-w TIME|-n] [-q] [-E N] NAME   block until NAME is free (pub/sub, no polling)\n"
     "\n"
-    "command options:\n"
-    "  -w, --wait, --timeout TIME  give up after TIME (default: wait forever)\n"
+    "command options (before NAME):\n"
+    "  -w, --wait, --timeout TIME  give up after TIME (default: wait forever),\n"
+    "                         as flock -w (--redis-timeout bounds each Redis call)\n"
     "  -n, --nonblock         one attempt, do not wait (-w 0)\n"
+    "  -q, --quiet            say nothing when NAME is busy (the exit code says it)\n"
     "  -E, --conflict-exit-code N  exit code when not acquired (default 75)\n"
     "  -l, --lease TIME       hold for at most TIME, no renewal (default: the\n"
     "                         watchdog renews the lock while it is held)\n"
@@ -60,9 +65,17 @@ static const char usage_text[] =
     "  500ms, 30s, 2m, 1h.\n"
     "\n"
     "options (before or after COMMAND):\n"
-    "  --url URL      redis://[[user]:password@]host[:port][/db] or\n"
+    "  --url URL      redis://[[user]:password@]host[:port][/db],\n"
+    "                 rediss://... (TLS) or\n"
     "                 unix:///path[?db=N][&user=U][&password=P]; default\n"
     "                 $RLOCK_URL, $REDIS_URL, or " DEFAULT_URL "\n"
+    "  --cacert FILE, --cacertdir DIR  CAs that sign the server's certificate\n"
+    "                 (default: the system's, or $SSL_CERT_FILE)\n"
+    "  --cert FILE, --key FILE  client certificate and key (mutual TLS)\n"
+    "  --tls-server-name NAME  name the certificate must carry (default: host)\n"
+    "  --tls-insecure  do not verify the server's certificate (tests only)\n"
+    "  --redis-timeout TIME  give up on connecting, and on each reply, after TIME\n"
+    "                 (default: 2s to connect, 3s per reply)\n"
     "  --askpass      read the password from standard input (no echo on a tty)\n"
     "  --password-file FILE  read the password from the first line of FILE\n"
     "                 (RLOCK_AUTH in the environment also gives a password;\n"
@@ -74,7 +87,7 @@ static const char usage_text[] =
     "exit status:\n"
     "  0    success (run: COMMAND exited 0; status: NAME is locked, or any\n"
     "       answer with --json; hold: released after a signal)\n"
-    "  1    status: NAME is not locked\n"
+    "  1    status: NAME is not locked (Redis answered; an error is never 0 or 1)\n"
     "  2    bad usage: command line, URL (the message names the part), password\n"
     "  69   cannot reach Redis (connect refused, timeout, link lost)\n"
     "  70   other errors (Redis error reply, e.g. the key holds another type)\n"
@@ -101,99 +114,6 @@ static void version(void)
            HIREDIS_MINOR, HIREDIS_PATCH);
 }
 
-void cli_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("rlock: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-}
-
-void cli_verbose(const cli_opts *o, const char *fmt, ...)
-{
-    if (!o->verbose) {
-        return;
-    }
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("rlock: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-}
-
-bool cli_parse_duration(const char *s, int64_t *out)
-{
-    /* Integer arithmetic only: no locale, no rounding surprises. */
-    size_t ni = strspn(s, "0123456789");
-    const char *p = s + ni;
-    const char *frac = "";
-    size_t nf = 0;
-    if (*p == '.') {
-        frac = p + 1;
-        nf = strspn(frac, "0123456789");
-        p = frac + nf;
-    }
-    if (ni + nf == 0 || ni > 13) {
-        return false;
-    }
-    int64_t unit;
-    if (*p == '\0' || strcmp(p, "s") == 0) {
-        unit = 1000;
-    } else if (strcmp(p, "ms") == 0) {
-        unit = 1;
-    } else if (strcmp(p, "m") == 0) {
-        unit = 60 * 1000;
-    } else if (strcmp(p, "h") == 0) {
-        unit = 3600 * 1000;
-    } else {
-        return false;
-    }
-    int64_t whole = ni ? strtoll(s, NULL, 10) : 0;
-    if (whole > RLOCK_MAX_TIME_MS / unit) {
-        return false;
-    }
-    /* The fraction, to 9 digits, rounded up to a whole ms so that a
-     * non-zero time never becomes 0 (one attempt). */
-    int64_t num = 0, den = 1;
-    for (size_t i = 0; i < nf && i < 9; i++) {
-        num = num * 10 + (frac[i] - '0');
-        den *= 10;
-    }
-    int64_t ms = whole * unit + (num * unit + den - 1) / den;
-    if (ms > RLOCK_MAX_TIME_MS) {
-        return false;
-    }
-    *out = ms;
-    return true;
-}
-
-int64_t cli_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-int cli_client(const cli_opts *o, void (*on_lost)(const char *, uint64_t, void *), void *arg,
-               rlock_client **out)
-{
-    rlock_config cfg;
-    rlock_config_init(&cfg);
-    cfg.url = o->url;
-    cfg.watchdog_timeout_ms = o->watchdog_ms;
-    cfg.on_lock_lost = on_lost;
-    cfg.on_lock_lost_arg = arg;
-    /* The command holds at most one lock: a big pool would only open
-     * connections that are never used. */
-    cfg.pool_size = 2;
-    cli_verbose(o, "connecting to %s", o->shown);
-    rlock_status s = rlock_client_new(&cfg, out);
-    return s == RLOCK_OK ? -1 : cli_fail_client(o, s);
-}
-
 /* A client and a handle on name, or an exit code. */
 static int open_lock(const cli_opts *o, const char *name, rlock_client **c, rlock **l)
 {
@@ -218,6 +138,14 @@ enum {
     OPT_WATCHDOG,
     OPT_JSON,
     OPT_FORCE,
+    OPT_PID,
+    OPT_REDIS_TIMEOUT,
+    OPT_CACERT,
+    OPT_CACERTDIR,
+    OPT_CERT,
+    OPT_KEY,
+    OPT_TLS_SERVER_NAME,
+    OPT_TLS_INSECURE,
 };
 
 static const struct option long_opts[] = {
@@ -241,6 +169,16 @@ static const struct option long_opts[] = {
     {"command", required_argument, NULL, 'c'},
     {"json", no_argument, NULL, OPT_JSON},
     {"force", no_argument, NULL, OPT_FORCE},
+    {"pid", required_argument, NULL, OPT_PID},
+    {"quiet", no_argument, NULL, 'q'},
+    {"silent", no_argument, NULL, 'q'},
+    {"redis-timeout", required_argument, NULL, OPT_REDIS_TIMEOUT},
+    {"cacert", required_argument, NULL, OPT_CACERT},
+    {"cacertdir", required_argument, NULL, OPT_CACERTDIR},
+    {"cert", required_argument, NULL, OPT_CERT},
+    {"key", required_argument, NULL, OPT_KEY},
+    {"tls-server-name", required_argument, NULL, OPT_TLS_SERVER_NAME},
+    {"tls-insecure", no_argument, NULL, OPT_TLS_INSECURE},
     {NULL, 0, NULL, 0},
 };
 
@@ -248,13 +186,13 @@ static const struct option long_opts[] = {
 static const char *allowed_for(const char *cmd)
 {
     if (strcmp(cmd, "run") == 0) {
-        return "wnElSkWsxc";
+        return "wnqElSkWsxc";
     }
     if (strcmp(cmd, "hold") == 0) {
-        return "wnElWsx";
+        return "wnqElWsxP";
     }
     if (strcmp(cmd, "wait") == 0) {
-        return "wnE";
+        return "wnqE";
     }
     if (strcmp(cmd, "status") == 0) {
         return "j";
@@ -288,11 +226,90 @@ static int parse_signal(const char *s)
     return -1;
 }
 
-/* Options shared by every position: the URL, password sources, verbosity.
- * Returns true if ch was one of them. */
-static bool common_option(cli_opts *o, int ch)
+/* The option as the user wrote it, for messages: "--wait", "-w". */
+static const char *opt_name(int ch, char *buf, size_t size)
+{
+    for (const struct option *lo = long_opts; lo->name != NULL; lo++) {
+        if (lo->val == ch && ch >= 0x100) {
+            snprintf(buf, size, "--%s", lo->name);
+            return buf;
+        }
+    }
+    snprintf(buf, size, "-%c", ch);
+    return buf;
+}
+
+/* A usage error: one line, and where to look. */
+static int usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int usage_error(const char *cmd, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (cmd != NULL) {
+        cli_error("%s: %s; see rlock --help", cmd, msg);
+    } else {
+        cli_error("%s; see rlock --help", msg);
+    }
+    return CLI_EXIT_USAGE;
+}
+
+/* What getopt_long() refused ('?' unknown, ':' value missing), as one
+ * line; getopt's own message is off (opterr = 0). */
+static int refused(const char *cmd, int ch, char **argv)
+{
+    char buf[64];
+    const char *arg = argv[optind - 1];
+    if (ch == ':') {
+        if (optopt != 0 && optopt < 0x100) {
+            return usage_error(cmd, "option -%c wants a value", optopt);
+        }
+        return usage_error(cmd, "option %.*s wants a value", (int)strcspn(arg, "="), arg);
+    }
+    (void)buf;
+    if (optopt != 0 && strncmp(arg, "--", 2) != 0) {
+        return usage_error(cmd, "unknown option -%c", optopt);
+    }
+    return usage_error(cmd, "unknown option %.*s", (int)strcspn(arg, "="), arg);
+}
+
+/* Options shared by every position: the URL, password sources, verbosity,
+ * Redis timeouts. Returns true if ch was one of them (*rc then set to an
+ * exit code on a bad value, else left alone). */
+static bool common_option(cli_opts *o, int ch, int *rc)
 {
     switch (ch) {
+    case OPT_CACERT:
+        o->tls_ca_file = optarg;
+        return true;
+    case OPT_CACERTDIR:
+        o->tls_ca_dir = optarg;
+        return true;
+    case OPT_CERT:
+        o->tls_cert = optarg;
+        return true;
+    case OPT_KEY:
+        o->tls_key = optarg;
+        return true;
+    case OPT_TLS_SERVER_NAME:
+        o->tls_server_name = optarg;
+        return true;
+    case OPT_TLS_INSECURE:
+        o->tls_insecure = true;
+        return true;
+    case OPT_REDIS_TIMEOUT: {
+        int64_t ms = 0;
+        if (!cli_parse_duration(optarg, &ms) || ms < 1) {
+            *rc = usage_error(NULL, "--redis-timeout wants a positive time (500ms, 2s), got '%s'",
+                              optarg);
+        } else {
+            o->connect_timeout_ms = ms;
+            o->command_timeout_ms = ms;
+        }
+        return true;
+    }
     case OPT_URL:
         o->url_arg = optarg;
         o->url_src = "--url";
@@ -313,12 +330,8 @@ static bool common_option(cli_opts *o, int ch)
 
 static int bad_value(const char *cmd, int ch, const char *what)
 {
-    if (ch == OPT_WATCHDOG) {
-        cli_error("%s: --watchdog wants %s, got '%s'", cmd, what, optarg);
-    } else {
-        cli_error("%s: -%c wants %s, got '%s'", cmd, ch, what, optarg);
-    }
-    return CLI_EXIT_USAGE;
+    char buf[64];
+    return usage_error(cmd, "%s wants %s, got '%s'", opt_name(ch, buf, sizeof buf), what, optarg);
 }
 
 /* One option of a sub-command; returns an exit code, or -1 to go on. */
@@ -330,6 +343,9 @@ static int sub_option(cli_opts *o, const char *cmd, int ch, cli_args *a)
         return cli_parse_duration(optarg, &a->wait_ms) ? -1 : bad_value(cmd, ch, duration);
     case 'n':
         a->wait_ms = 0;
+        return -1;
+    case 'q':
+        a->quiet = true;
         return -1;
     case 'E': {
         char *end = NULL;
@@ -353,10 +369,8 @@ static int sub_option(cli_opts *o, const char *cmd, int ch, cli_args *a)
                    ? -1
                    : bad_value(cmd, ch, "a time of at least 3 ms");
     case 's':
-        cli_error("%s: shared locks are not supported yet (-s is --shared, as in flock(1); "
-                  "the signal for COMMAND is -S/--signal)",
-                  cmd);
-        return CLI_EXIT_USAGE;
+        return usage_error(cmd, "shared locks are not supported yet (-s is --shared, as in "
+                                "flock(1); the signal for COMMAND is -S/--signal)");
     case 'x':
         return -1;
     case 'c':
@@ -368,9 +382,17 @@ static int sub_option(cli_opts *o, const char *cmd, int ch, cli_args *a)
     case OPT_FORCE:
         a->force = true;
         return -1;
+    case OPT_PID: {
+        char *end = NULL;
+        long v = strtol(optarg, &end, 10);
+        if (*optarg == '\0' || *end != '\0' || v <= 0 || v > INT_MAX) {
+            return usage_error(cmd, "--pid wants a process id, got '%s'", optarg);
+        }
+        a->follow_pid = (int)v;
+        return -1;
+    }
     default:
-        cli_error("%s: unexpected option (see rlock --help)", cmd);
-        return CLI_EXIT_USAGE;
+        return usage_error(cmd, "unexpected option");
     }
 }
 
@@ -384,6 +406,8 @@ static int letter(int ch)
         return 'j';
     case OPT_FORCE:
         return 'f';
+    case OPT_PID:
+        return 'P';
     case 'e':
         return 'x';
     default:
@@ -400,41 +424,59 @@ static int parse_sub(cli_opts *o, int argc, char **argv, cli_args *a)
     const char *allowed = allowed_for(cmd);
     bool runs = strcmp(cmd, "run") == 0 || strcmp(cmd, "hold") == 0;
     optind = 0; /* glibc: re-initialise; argv[0] is the sub-command */
+    opterr = 0;
     int ch;
-    while ((ch = getopt_long(argc, argv, runs ? "+w:nE:l:S:k:sxec:vh" : "w:nE:l:S:k:sxec:vh",
+    while ((ch = getopt_long(argc, argv, runs ? "+:w:nqE:l:S:k:sxec:vh" : ":w:nqE:l:S:k:sxec:vh",
                              long_opts, NULL)) != -1) {
-        if (common_option(o, ch)) {
+        int rc = -1;
+        if (common_option(o, ch, &rc)) {
+            if (rc >= 0) {
+                return rc;
+            }
             continue;
         }
         if (ch == 'h') {
             usage(stdout);
             return CLI_EXIT_OK;
         }
-        if (ch == '?' || strchr(allowed, letter(ch)) == NULL) {
-            cli_error("%s: unexpected option (see rlock --help)", cmd);
-            return CLI_EXIT_USAGE;
+        if (ch == '?' || ch == ':') {
+            return refused(cmd, ch, argv);
         }
-        int rc = sub_option(o, cmd, ch == 'e' ? 'x' : ch, a);
+        if (strchr(allowed, letter(ch)) == NULL) {
+            char buf[64];
+            return usage_error(cmd, "option %s is not for %s", opt_name(ch, buf, sizeof buf),
+                               cmd);
+        }
+        rc = sub_option(o, cmd, ch == 'e' ? 'x' : ch, a);
         if (rc >= 0) {
             return rc;
         }
     }
     if (optind >= argc || argv[optind][0] == '\0') {
-        cli_error("%s: expected a lock NAME (see rlock --help)", cmd);
-        return CLI_EXIT_USAGE;
+        return usage_error(cmd, "expected a lock NAME");
     }
     a->name = argv[optind++];
     if (strlen(a->name) > RLOCK_NAME_MAX) {
-        cli_error("%s: the lock NAME is longer than %d bytes", cmd, RLOCK_NAME_MAX);
-        return CLI_EXIT_USAGE;
+        return usage_error(cmd, "the lock NAME is longer than %d bytes", RLOCK_NAME_MAX);
+    }
+    if (runs && optind < argc && argv[optind][0] == '-' && argv[optind][1] != '\0' &&
+        strcmp(argv[optind], "--") != 0 &&
+        !(strcmp(cmd, "run") == 0 &&
+          (strcmp(argv[optind], "-c") == 0 || strcmp(argv[optind], "--command") == 0))) {
+        /* run and hold stop at NAME so that COMMAND's options stay its
+         * own: an option here was meant for rlock, and running it as
+         * COMMAND (or ignoring it) would surprise. */
+        return usage_error(cmd,
+                           "%s after the lock NAME: options go before the name "
+                           "(rlock %s [OPTIONS] NAME%s)",
+                           argv[optind], cmd, strcmp(cmd, "run") == 0 ? " -- COMMAND" : "");
     }
     if (strcmp(cmd, "run") == 0) {
         /* flock(1)'s form: NAME -c COMMAND-LINE, nothing after it. */
         if (optind < argc &&
             (strcmp(argv[optind], "-c") == 0 || strcmp(argv[optind], "--command") == 0)) {
             if (optind + 2 != argc) {
-                cli_error("run: -c wants exactly one command line after it");
-                return CLI_EXIT_USAGE;
+                return usage_error(cmd, "-c wants exactly one command line after it");
             }
             a->shell_cmd = argv[optind + 1];
             return -1;
@@ -443,20 +485,18 @@ static int parse_sub(cli_opts *o, int argc, char **argv, cli_args *a)
             optind++;
         }
         if (a->shell_cmd != NULL && optind < argc) {
-            cli_error("run: give either -c COMMAND-LINE or -- COMMAND [ARG...], not both");
-            return CLI_EXIT_USAGE;
+            return usage_error(cmd, "give either -c COMMAND-LINE or -- COMMAND [ARG...], not "
+                                    "both");
         }
         if (a->shell_cmd == NULL && optind >= argc) {
-            cli_error("run: expected NAME -- COMMAND [ARG...] or NAME -c COMMAND-LINE "
-                      "(see rlock --help; rlock hold NAME holds without a command)");
-            return CLI_EXIT_USAGE;
+            return usage_error(cmd, "expected NAME -- COMMAND [ARG...] or NAME -c COMMAND-LINE "
+                                    "(rlock hold NAME holds without a command)");
         }
         a->cmd = optind < argc ? argv + optind : NULL;
         return -1;
     }
     if (optind != argc) {
-        cli_error("%s: expected exactly one lock NAME (see rlock --help)", cmd);
-        return CLI_EXIT_USAGE;
+        return usage_error(cmd, "expected exactly one lock NAME");
     }
     return -1;
 }
@@ -489,18 +529,28 @@ static int resolve_url(cli_opts *o)
         cli_url_scrub((char *)o->url_arg);
         o->url_arg = o->url_copy;
     }
-    if ((o->shown = cli_url_redact(o->url_arg)) == NULL) {
+    /* The library's check and redaction: one parser for the command and
+     * the library, and messages that name the wrong part. */
+    size_t cap = 2 * strlen(o->url_arg) + 8;
+    if ((o->shown = malloc(cap)) == NULL) {
         cli_error("out of memory");
         return CLI_EXIT_SOFTWARE;
     }
-    char why[160];
-    if (!cli_url_parse(o->url_arg, &o->ep, why, sizeof why)) {
-        cli_error("URL %s (from %s): %s", o->shown, o->url_src, why);
-        return CLI_EXIT_USAGE;
+    rlock_url_redact(o->url_arg, o->shown, cap);
+    /* The form first, before a password is read from anywhere: a stand-in
+     * takes the place of a password that may come from elsewhere. */
+    char *probe = cli_url_with_password(o->url_arg, "x", false);
+    rlock_status s = probe ? rlock_url_redact(probe, NULL, 0) : RLOCK_ENOMEM;
+    free(probe);
+    if (s != RLOCK_OK) {
+        cli_error("URL %s (from %s): %s", o->shown, o->url_src,
+                  s == RLOCK_EINVAL ? rlock_last_error() : rlock_strerror(s));
+        return s == RLOCK_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_SOFTWARE;
     }
     /* As redis-cli: --askpass (and --password-file) win over the URL's
      * password, which wins over the environment's. */
     char *pw = NULL;
+    bool replace = true;
     if (o->askpass && o->password_file != NULL) {
         cli_error("--askpass and --password-file: give one of them");
         return CLI_EXIT_USAGE;
@@ -513,24 +563,24 @@ static int resolve_url(cli_opts *o)
         if ((pw = cli_password_file(o->password_file)) == NULL) {
             return CLI_EXIT_USAGE;
         }
-    } else if (o->ep.password == NULL && o->env_auth != NULL) {
+    } else if (o->env_auth != NULL) {
         pw = strdup(o->env_auth);
+        replace = false;
     }
+    o->url = pw != NULL ? cli_url_with_password(o->url_arg, pw, replace) : strdup(o->url_arg);
     if (pw != NULL) {
-        if (o->ep.password != NULL) {
-            cli_secure_free(o->ep.password, strlen(o->ep.password));
-        }
-        o->ep.password = pw;
+        cli_secure_free(pw, strlen(pw));
     }
-    if (o->ep.user != NULL && o->ep.password == NULL) {
-        cli_error("URL %s (from %s): user '%s' has no password: add it to the URL, or give it "
-                  "with RLOCK_AUTH, --askpass or --password-file",
-                  o->shown, o->url_src, o->ep.user);
-        return CLI_EXIT_USAGE;
-    }
-    if ((o->url = cli_url_compose(&o->ep)) == NULL) {
+    if (o->url == NULL) {
         cli_error("out of memory");
         return CLI_EXIT_SOFTWARE;
+    }
+    /* The form passed: only a user's missing password is left to find. */
+    if ((s = rlock_url_redact(o->url, NULL, 0)) != RLOCK_OK) {
+        cli_error("URL %s (from %s): %s: add it to the URL, or give it with RLOCK_AUTH, "
+                  "--askpass or --password-file",
+                  o->shown, o->url_src, rlock_last_error());
+        return CLI_EXIT_USAGE;
     }
     return -1;
 }
@@ -594,7 +644,9 @@ static int cmd_wait(const cli_opts *o, const cli_args *a)
         cli_verbose(o, "%s: free", a->name);
         return CLI_EXIT_OK;
     case CLI_WAIT_TIMEOUT:
-        if (a->wait_ms == 0) {
+        if (a->quiet) {
+            /* -q: the exit code says it */
+        } else if (a->wait_ms == 0) {
             cli_error("%s: locked (one check: -n or -w 0)", a->name);
         } else {
             cli_error("%s: still locked after %.3f s", a->name, (double)a->wait_ms / 1000);
@@ -615,8 +667,13 @@ int main(int argc, char **argv)
     int ch;
     /* '+': stop at the sub-command, whose options are its own. */
     optind = 1;
-    while ((ch = getopt_long(argc, argv, "+vhV", long_opts, NULL)) != -1) {
-        if (common_option(&o, ch)) {
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, "+:vhV", long_opts, NULL)) != -1) {
+        int rc = -1;
+        if (common_option(&o, ch, &rc)) {
+            if (rc >= 0) {
+                return rc;
+            }
             continue;
         }
         if (ch == 'h') {
@@ -627,12 +684,16 @@ int main(int argc, char **argv)
             version();
             return CLI_EXIT_OK;
         }
-        cli_error("unexpected option before the command (see rlock --help)");
-        return CLI_EXIT_USAGE;
+        if (ch == '?' || ch == ':') {
+            return refused(NULL, ch, argv);
+        }
+        char buf[64];
+        opt_name(ch, buf, sizeof buf);
+        return usage_error(NULL, "option %s goes after the command (rlock COMMAND %s ...)", buf,
+                           buf);
     }
     if (optind >= argc) {
-        usage(stderr);
-        return CLI_EXIT_USAGE;
+        return usage_error(NULL, "missing command");
     }
     const char *cmd = argv[optind];
     if (strcmp(cmd, "help") == 0) {
@@ -644,19 +705,18 @@ int main(int argc, char **argv)
         return CLI_EXIT_OK;
     }
     if (allowed_for(cmd) == NULL) {
-        cli_error("unknown command '%s' (see rlock --help)", cmd);
-        return CLI_EXIT_USAGE;
+        return usage_error(NULL, "unknown command '%s'", cmd);
     }
-    cli_args a = {
-        cmd,   NULL, NULL, NULL, RLOCK_WAIT_FOREVER, RLOCK_WATCHDOG, -1, SIGTERM, CLI_EXIT_CONFLICT,
-        false, false};
+    cli_args a = {cmd,   NULL,  NULL, NULL, RLOCK_WAIT_FOREVER, RLOCK_WATCHDOG, -1, SIGTERM, CLI_EXIT_CONFLICT,
+                  false, false, 0,    false};
     const char *wd = getenv("RLOCK_WATCHDOG_MS");
     if (wd != NULL && *wd != '\0') {
         char *end = NULL;
         long long v = strtoll(wd, &end, 10);
         if (*end != '\0' || v < 3 || v > RLOCK_MAX_TIME_MS) {
-            cli_error("RLOCK_WATCHDOG_MS wants a number of ms of at least 3, got '%s'", wd);
-            return CLI_EXIT_USAGE;
+            return usage_error(NULL, "RLOCK_WATCHDOG_MS wants a number of ms of at least 3, "
+                                     "got '%s'",
+                               wd);
         }
         o.watchdog_ms = v;
     }
@@ -681,7 +741,6 @@ int main(int argc, char **argv)
     if (o.env_auth != NULL) {
         cli_secure_free(o.env_auth, strlen(o.env_auth));
     }
-    cli_url_free(&o.ep);
     free(o.shown);
     if (o.url_copy != NULL) {
         cli_secure_free(o.url_copy, strlen(o.url_copy));

@@ -19,10 +19,17 @@
  * (SIGTERM by default), optionally SIGKILL -k TIME later, and rlock exits
  * 79; `hold` releases nothing (there is nothing left) and exits 79 at once.
  *
+ * COMMAND runs in a process group of its own with a guard that kills the
+ * group if rlock dies (proc.c); every signal rlock gets goes to the whole
+ * group, and the lock is released only once nothing of the group runs.
+ * hold also ends when the process it serves (its parent, or --pid) exits,
+ * or its stdin or stdout pipe closes.
+ *
  * COMMAND's environment is rlock's, without RLOCK_AUTH (main() took it out
  * before any thread started), with RLOCK_NAME (the lock name), RLOCK_HELD=1
  * and RLOCK_OWNER (the holder field, "<client-id>:<thread>"). */
 #include "cli.h"
+#include "proc.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -31,7 +38,8 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,27 +50,40 @@
 
 extern char **environ;
 
-/* Pipe bytes: a signal number, with TTY_FLAG when the kernel sent it (a
- * terminal's ^C or hang-up, which the child in our process group receives
- * anyway), or LOST_BYTE from the lock-lost callback. */
-#define TTY_FLAG 0x80
+/* Pipe bytes: a signal number, or LOST_BYTE from the lock-lost callback.
+ * Signal numbers are below 65. */
 #define LOST_BYTE 0x7f
 
 static int g_pipe[2] = {-1, -1};
 static atomic_bool g_lost;
 static uint64_t g_tid;
 
-/* The signals forwarded to the child; SIGCHLD just wakes the loop. */
-static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
-
+/* Every catchable signal comes here (see setup_signals()). Two kinds are
+ * not meant for COMMAND: a fault of rlock's own (SIGSEGV, ..., abort())
+ * takes its default action, killing rlock, and the sentinel then kills
+ * COMMAND's group; a SIGPIPE of rlock's own writes is nothing (the kernel
+ * sends that one with rlock's own pid as the sender). */
 static void on_signal(int sig, siginfo_t *si, void *ctx)
 {
     (void)ctx;
     int saved = errno;
-    unsigned char b = (unsigned char)sig;
-    if (si != NULL && si->si_code == SI_KERNEL) {
-        b |= TTY_FLAG;
+    bool own = si != NULL && si->si_pid == getpid();
+    if (cli_sig_is_fault(sig) && si != NULL && (si->si_code > 0 || own)) {
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        sigaction(sig, &dfl, NULL);
+        if (si->si_code <= 0) {
+            raise(sig); /* pending until the handler returns, then fatal */
+        }
+        errno = saved;
+        return; /* a real fault happens again, now fatal */
     }
+    if (sig == SIGPIPE && own) {
+        errno = saved;
+        return;
+    }
+    unsigned char b = (unsigned char)sig;
     /* A full pipe already holds a wake-up: dropping the byte is harmless. */
     if (write(g_pipe[1], &b, 1) < 0) {
         /* nothing to do */
@@ -124,76 +145,6 @@ static void cloexec_if_new(int fd)
             fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
         }
     }
-}
-
-/* The file execvp() would run for name: name itself if it has a '/',
- * else the first executable regular file of that name on PATH. Returns
- * name, or buf holding the path, or NULL. */
-static const char *find_in_path(const char *name, char *buf, size_t size)
-{
-    if (strchr(name, '/')) {
-        return name;
-    }
-    const char *p = getenv("PATH");
-    for (p = p ? p : "/bin:/usr/bin";; p++) {
-        size_t n = strcspn(p, ":"); /* an empty entry is the current directory */
-        int len = snprintf(buf, size, "%.*s%s%s", (int)n, p, n ? "/" : "", name);
-        struct stat st;
-        if (len > 0 && (size_t)len < size && stat(buf, &st) == 0 && S_ISREG(st.st_mode) &&
-            access(buf, X_OK) == 0) {
-            return buf;
-        }
-        p += n;
-        if (!*p) {
-            break;
-        }
-    }
-    return NULL;
-}
-
-/* Starts the child with default dispositions and an empty mask: ignored
- * signals (SIGPIPE here) and the mask would otherwise be inherited. Returns
- * 0 or an errno value (glibc's posix_spawnp reports exec failures). An
- * executable file without a "#!" line (ENOEXEC) is run by /bin/sh, as
- * execvp() and so flock(1) do; glibc's posix_spawnp() no longer does. */
-static int spawn(char **cmd, char **envp, pid_t *pid)
-{
-    each_fd(cloexec_if_new);
-    posix_spawnattr_t at;
-    sigset_t def, none;
-    sigemptyset(&none);
-    sigemptyset(&def);
-    for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++) {
-        sigaddset(&def, forwarded[i]);
-    }
-    sigaddset(&def, SIGCHLD);
-    sigaddset(&def, SIGPIPE);
-    int err = posix_spawnattr_init(&at);
-    if (err != 0) {
-        return err;
-    }
-    posix_spawnattr_setsigdefault(&at, &def);
-    posix_spawnattr_setsigmask(&at, &none);
-    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
-    err = posix_spawnp(pid, cmd[0], NULL, &at, cmd, envp);
-    if (err == ENOEXEC) {
-        char buf[PATH_MAX];
-        const char *file = find_in_path(cmd[0], buf, sizeof buf);
-        size_t n = 0;
-        while (cmd[n]) {
-            n++;
-        }
-        char **sh = file ? calloc(n + 2, sizeof *sh) : NULL;
-        if (sh) {
-            sh[0] = "sh";
-            sh[1] = (char *)file;
-            memcpy(sh + 2, cmd + 1, n * sizeof *sh); /* cmd[1..n-1] and its NULL */
-            err = posix_spawn(pid, "/bin/sh", NULL, &at, sh, envp);
-            free(sh);
-        }
-    }
-    posix_spawnattr_destroy(&at);
-    return err;
 }
 
 static bool is_var(const char *entry, const char *var)
@@ -275,28 +226,47 @@ static int drain_for_signal(void)
     ssize_t n;
     while ((n = read(g_pipe[0], buf, sizeof buf)) > 0) {
         for (ssize_t i = 0; i < n; i++) {
-            int s = buf[i] & ~TTY_FLAG;
-            if (sig == 0 && buf[i] != LOST_BYTE && s != SIGCHLD) {
-                sig = s;
+            if (sig == 0 && buf[i] != LOST_BYTE && cli_sig_terminates(buf[i])) {
+                sig = buf[i];
             }
         }
     }
     return sig;
 }
 
-/* Supervises the child until it exits; returns its exit code (128+N for a
- * signal) and sets *lost if the lock was lost meanwhile. Without a child
- * (hold), returns 0 at the first terminating signal, or at once when the
- * lock is lost. what names COMMAND in messages. */
-static int supervise(const cli_args *a, pid_t child, const char *what, int64_t acquired_at,
-                     bool *lost)
+/* Supervises COMMAND until it exits; returns its exit code (128+N for a
+ * signal) and sets *lost if the lock was lost meanwhile. Every signal rlock
+ * gets goes to COMMAND's whole group. what names COMMAND in messages. */
+static int supervise(const cli_args *a, rlock *l, cli_group *g, const char *what,
+                     int64_t acquired_at, bool *lost)
 {
     int64_t lease_end = a->lease_ms > 0 ? acquired_at + a->lease_ms : -1;
     int64_t kill_at = -1;
     for (;;) {
         int st;
-        if (child > 0 && waitpid(child, &st, WNOHANG) == child) {
-            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        bool resume = false;
+        pid_t w;
+        while ((w = waitpid(g->child, &st, WNOHANG | WUNTRACED | WCONTINUED)) == g->child) {
+            if (WIFCONTINUED(st)) {
+                g->stopped = false;
+                continue;
+            }
+            if (!WIFSTOPPED(st)) {
+                return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+            }
+            g->stopped = true;
+            if (g->tty >= 0) {
+                /* ^Z on the terminal stopped COMMAND: rlock stops too, so
+                 * that the shell sees its job stopped. Nothing renews the
+                 * lock meanwhile; before COMMAND runs again, ask Redis. */
+                cli_group_stop_with(g);
+                bool held = true;
+                if (!*lost && lease_end < 0 &&
+                    rlock_is_held_by_current_thread(l, &held) == RLOCK_OK && !held) {
+                    atomic_store(&g_lost, true);
+                }
+                resume = true;
+            }
         }
         int64_t now = cli_now_ms();
         const char *why = NULL;
@@ -305,20 +275,18 @@ static int supervise(const cli_args *a, pid_t child, const char *what, int64_t a
         } else if (!*lost && lease_end >= 0 && now >= lease_end) {
             why = "its lease ran out";
         }
-        if (why != NULL && child <= 0) {
-            *lost = true;
-            cli_error("%s: lock lost (%s)", a->name, why);
-            return CLI_EXIT_LOST;
-        }
         if (why != NULL) {
             *lost = true;
             cli_error("%s: lock lost (%s): sending signal %d (%s) to %s", a->name, why, a->sig,
                       strsignal(a->sig), what);
-            kill(child, a->sig);
+            cli_group_kill(g, a->sig);
             kill_at = a->kill_after_ms >= 0 ? now + a->kill_after_ms : -1;
         }
+        if (resume) {
+            cli_group_resume(g);
+        }
         if (kill_at >= 0 && now >= kill_at) {
-            kill(child, SIGKILL);
+            cli_group_kill(g, SIGKILL);
             kill_at = -1;
         }
         int64_t next = *lost ? kill_at : lease_end;
@@ -331,18 +299,160 @@ static int supervise(const cli_args *a, pid_t child, const char *what, int64_t a
         ssize_t n;
         while ((n = read(g_pipe[0], buf, sizeof buf)) > 0) {
             for (ssize_t i = 0; i < n; i++) {
-                int sig = buf[i] & ~TTY_FLAG;
-                if (buf[i] == LOST_BYTE || sig == SIGCHLD) {
-                    continue;
+                if (buf[i] != LOST_BYTE && buf[i] != SIGCHLD) {
+                    cli_group_kill(g, buf[i]);
                 }
-                if (child <= 0) {
-                    return CLI_EXIT_OK; /* hold: any of them ends it */
-                }
-                /* A terminal's signals already reached the child, which
-                 * shares our process group: sending them again would make
-                 * one ^C count twice. */
-                if (!(buf[i] & TTY_FLAG)) {
-                    kill(child, sig);
+            }
+        }
+    }
+}
+
+/* What rlock hold follows besides signals: the process it serves (its
+ * parent, or --pid), and its standard input and output when they are
+ * pipes or sockets (EOF, or no reader left). */
+typedef struct hold_watch {
+    pid_t parent;  /* the parent at start-up, or 0 with --pid */
+    pid_t pid;     /* --pid, or 0 */
+    int pidfd;     /* pidfd_open(pid), or -1: poll the pid instead */
+    bool in, out;  /* stdin, stdout watched */
+} hold_watch;
+
+static bool is_pipe_or_socket(int fd)
+{
+    struct stat st;
+    return fstat(fd, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
+}
+
+/* Whether pid has exited: gone, or a zombie. */
+static bool pid_gone(pid_t pid)
+{
+    if (kill(pid, 0) != 0 && errno == ESRCH) {
+        return true;
+    }
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return false;
+    }
+    ssize_t k = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    buf[k > 0 ? k : 0] = '\0';
+    const char *rp = strrchr(buf, ')');
+    return rp != NULL && (rp[2] == 'Z' || rp[2] == 'X');
+}
+
+/* Sets up what hold follows, before the lock is taken; returns -1, or an
+ * exit code when --pid names no process. */
+static int hold_watch_init(const cli_args *a, hold_watch *hw)
+{
+    memset(hw, 0, sizeof *hw);
+    hw->pidfd = -1;
+    hw->in = is_pipe_or_socket(0);
+    hw->out = is_pipe_or_socket(1);
+    if (a->follow_pid > 0) {
+        hw->pid = a->follow_pid;
+#ifdef SYS_pidfd_open
+        hw->pidfd = (int)syscall(SYS_pidfd_open, hw->pid, 0);
+        if (hw->pidfd < 0 && errno == ESRCH) {
+            cli_error("hold: --pid %d: no such process", (int)hw->pid);
+            return CLI_EXIT_USAGE;
+        }
+        if (hw->pidfd >= 0) {
+            fcntl(hw->pidfd, F_SETFD, FD_CLOEXEC);
+        }
+#endif
+        if (hw->pidfd < 0 && pid_gone(hw->pid)) {
+            cli_error("hold: --pid %d: no such process", (int)hw->pid);
+            return CLI_EXIT_USAGE;
+        }
+        return -1;
+    }
+    /* The parent's death sends SIGTERM, handled as any SIGTERM; checking
+     * getppid() afterwards closes the race with a parent that died
+     * before prctl(). */
+    hw->parent = getppid();
+    prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0);
+    return -1;
+}
+
+/* Holds the lock until a signal that ends a process, the followed process
+ * ends, stdin reaches EOF or stdout loses its reader; returns 0 then, or
+ * CLI_EXIT_LOST at once when the lock is lost. */
+static int hold_loop(const cli_opts *o, const cli_args *a, hold_watch *hw, int64_t acquired_at,
+                     bool *lost)
+{
+    int64_t lease_end = a->lease_ms > 0 ? acquired_at + a->lease_ms : -1;
+    for (;;) {
+        int64_t now = cli_now_ms();
+        const char *why = NULL;
+        if (atomic_load(&g_lost)) {
+            why = "the watchdog found it gone";
+        } else if (lease_end >= 0 && now >= lease_end) {
+            why = "its lease ran out";
+        }
+        if (why != NULL) {
+            *lost = true;
+            cli_error("%s: lock lost (%s)", a->name, why);
+            return CLI_EXIT_LOST;
+        }
+        const char *end = NULL;
+        if (hw->parent > 0 && getppid() != hw->parent) {
+            end = "its parent exited";
+        } else if (hw->pid > 0 && hw->pidfd < 0 && pid_gone(hw->pid)) {
+            end = "the --pid process exited";
+        }
+        if (end != NULL) {
+            cli_verbose(o, "%s: %s", a->name, end);
+            return CLI_EXIT_OK;
+        }
+        int64_t next = lease_end;
+        if (hw->pid > 0 && hw->pidfd < 0 && (next < 0 || next > now + 100)) {
+            next = now + 100; /* no pidfd (Linux < 5.3): look every 100 ms */
+        }
+        int timeout = next < 0 ? -1 : (int)(next - now > INT_MAX ? INT_MAX : next - now);
+        struct pollfd p[4] = {{g_pipe[0], POLLIN, 0}};
+        nfds_t n = 1;
+        int in_at = -1, out_at = -1, pid_at = -1;
+        if (hw->in) {
+            in_at = (int)n;
+            p[n++] = (struct pollfd){0, POLLIN, 0};
+        }
+        if (hw->out) {
+            out_at = (int)n;
+            p[n++] = (struct pollfd){1, 0, 0}; /* POLLERR: no reader left */
+        }
+        if (hw->pidfd >= 0) {
+            pid_at = (int)n;
+            p[n++] = (struct pollfd){hw->pidfd, POLLIN, 0};
+        }
+        if (poll(p, n, timeout) <= 0) {
+            continue;
+        }
+        if (pid_at >= 0 && p[pid_at].revents != 0) {
+            cli_verbose(o, "%s: the --pid process exited", a->name);
+            return CLI_EXIT_OK;
+        }
+        if (out_at >= 0 && p[out_at].revents & (POLLERR | POLLHUP)) {
+            cli_verbose(o, "%s: standard output has no reader", a->name);
+            return CLI_EXIT_OK;
+        }
+        if (in_at >= 0 && p[in_at].revents != 0) {
+            /* Bytes are read and ignored; EOF or an error ends the hold. */
+            char buf[512];
+            ssize_t k = read(0, buf, sizeof buf);
+            if (k == 0 || (k < 0 && errno != EINTR && errno != EAGAIN)) {
+                cli_verbose(o, "%s: standard input closed", a->name);
+                return CLI_EXIT_OK;
+            }
+        }
+        unsigned char buf[64];
+        ssize_t k;
+        while ((k = read(g_pipe[0], buf, sizeof buf)) > 0) {
+            for (ssize_t i = 0; i < k; i++) {
+                if (buf[i] != LOST_BYTE && cli_sig_terminates(buf[i])) {
+                    cli_verbose(o, "%s: signal %d (%s)", a->name, buf[i], strsignal(buf[i]));
+                    return CLI_EXIT_OK;
                 }
             }
         }
@@ -351,30 +461,38 @@ static int supervise(const cli_args *a, pid_t child, const char *what, int64_t a
 
 /* Installs the handlers with every handled signal blocked: the caller
  * creates the client (and its threads, which inherit the mask) before
- * unblocking, so handlers only ever run on the main thread. */
-static bool setup_signals(sigset_t *handled)
+ * unblocking, so handlers only ever run on the main thread. Every
+ * catchable signal is handled, except those rlock inherited as ignored
+ * (nohup, a shell's background job), which stay ignored for rlock and
+ * COMMAND alike; hold handles SIGTERM in any case, its parent's death
+ * signal. SIGCHLD also comes when COMMAND stops (job control). */
+static bool setup_signals(sigset_t *handled, bool hold)
 {
     if (pipe2(g_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
         return false;
     }
+    cli_sig_record_inherited();
     sigemptyset(handled);
-    for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++) {
-        sigaddset(handled, forwarded[i]);
+    for (int sig = 1; sig < NSIG; sig++) {
+        if (cli_sig_catchable(sig) &&
+            (!cli_sig_inherited_ignored(sig) || (hold && sig == SIGTERM))) {
+            sigaddset(handled, sig);
+        }
     }
-    sigaddset(handled, SIGCHLD);
     pthread_sigmask(SIG_BLOCK, handled, NULL);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_signal;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_NOCLDSTOP;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
     sigfillset(&sa.sa_mask);
-    for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++) {
-        sigaction(forwarded[i], &sa, NULL);
+    for (int sig = 1; sig < NSIG; sig++) {
+        if (sigismember(handled, sig) == 1) {
+            sigaction(sig, &sa, NULL);
+        }
     }
-    sigaction(SIGCHLD, &sa, NULL);
-    /* A broken Redis connection must be an error status, not our death
-     * with the child still running. */
-    signal(SIGPIPE, SIG_IGN);
+    /* A broken Redis connection must be an error status, not our death:
+     * on_signal() drops a SIGPIPE of rlock's own, and an inherited
+     * SIG_IGN stays. */
     return true;
 }
 
@@ -490,7 +608,9 @@ static int acquire(const cli_opts *o, const cli_args *a, lock_probe *probe)
     case RLOCK_ECANCELED:
         return die_of(sig);
     case RLOCK_EBUSY:
-        if (a->wait_ms == 0) {
+        if (a->quiet) {
+            /* -q: the exit code says it */
+        } else if (a->wait_ms == 0) {
             cli_error("%s: held elsewhere, not acquired (one attempt: -n or -w 0)", a->name);
         } else {
             cli_error("%s: not acquired within %.3f s", a->name, (double)a->wait_ms / 1000);
@@ -513,14 +633,19 @@ int cli_run(const cli_opts *o, const cli_args *a)
 
     each_fd(note_inherited);
     sigset_t handled;
-    if (!setup_signals(&handled)) {
+    if (!setup_signals(&handled, hold)) {
         cli_error("%s: pipe: %s", a->cmd_name, strerror(errno));
         return CLI_EXIT_SOFTWARE;
+    }
+    hold_watch hw;
+    int rc = hold ? hold_watch_init(a, &hw) : -1;
+    if (rc >= 0) {
+        return rc;
     }
     g_tid = rlock_thread_id();
     rlock_client *c = NULL;
     rlock *l = NULL;
-    int rc = cli_client(o, on_lost, NULL, &c);
+    rc = cli_client(o, on_lost, NULL, &c);
     if (rc >= 0) {
         return rc;
     }
@@ -546,24 +671,42 @@ int cli_run(const cli_opts *o, const cli_args *a)
         /* One line, flushed, so that a script reading it knows the lock
          * is held: the holder field, as rlock status shows it. */
         printf("%s\n", owner);
-        fflush(stdout);
-        code = supervise(a, -1, NULL, probe.acquired_at, &lost);
+        if (fflush(stdout) != 0) {
+            cli_verbose(o, "%s: standard output is gone", a->name);
+            code = CLI_EXIT_OK;
+        } else {
+            code = hold_loop(o, a, &hw, probe.acquired_at, &lost);
+        }
+        if (hw.pidfd >= 0) {
+            close(hw.pidfd);
+        }
     } else {
         char **env = child_env(a->name, owner);
-        pid_t child = -1;
-        int err = env ? spawn(cmd, env, &child) : ENOMEM;
+        cli_group g;
+        each_fd(cloexec_if_new);
+        int err = env ? cli_group_start(&g, cmd, env) : ENOMEM;
         free_env(env);
         if (err != 0) {
             cli_error("%s: %s", cmd[0], strerror(err));
             code = err == ENOENT ? CLI_EXIT_NOTFOUND : CLI_EXIT_NOEXEC;
         } else {
-            cli_verbose(o, "%s: running %s (pid %d)", a->name, cmd[0], (int)child);
-            code = supervise(a, child, cmd[0], probe.acquired_at, &lost);
+            cli_verbose(o, "%s: running %s (pid %d, process group %d)", a->name, cmd[0],
+                        (int)g.child, (int)g.pgid);
+            code = supervise(a, l, &g, cmd[0], probe.acquired_at, &lost);
+            /* What COMMAND left running in its group goes before the
+             * lock: SIGTERM, then SIGKILL after -k TIME (default 2 s). */
+            int live = cli_group_live(&g);
+            if (live > 0) {
+                cli_verbose(o, "%s: ending %d process%s %s left in its group", a->name, live,
+                            live == 1 ? "" : "es", cmd[0]);
+            }
+            cli_group_finish(&g, a->kill_after_ms >= 0 ? a->kill_after_ms : 2000);
         }
     }
 
-    /* Signals that arrive from here on are not forwarded (the child is
-     * gone) and, being handled, cannot stop the release below. */
+    /* COMMAND and its group are gone: nothing that was protected by the
+     * lock runs any more. Signals that arrive from here on are not
+     * forwarded and, being handled, cannot stop the release below. */
     s = rlock_unlock(l);
     if ((s == RLOCK_ELOST || s == RLOCK_ENOTOWNER) && !lost) {
         /* The child finished, but for part of its run it did not hold the

@@ -1,7 +1,8 @@
 /* Passwords from outside the URL, so that none needs to appear in ps(1)
  * (the command line) or in the environment COMMAND inherits: RLOCK_AUTH
  * (as redis-cli's REDISCLI_AUTH), --askpass (as redis-cli's), and
- * --password-file. */
+ * --password-file; and the password put into the URL the library gets,
+ * with the --url argument masked in argv. */
 #include "cli.h"
 
 #include <errno.h>
@@ -117,4 +118,144 @@ char *cli_password_file(const char *path)
     }
     /* An empty file is an empty password, which sends no AUTH. */
     return pw;
+}
+
+/* ---- the password in the URL ---------------------------------------------- */
+
+/* Appends s percent-encoded, every byte but unreserved ones, at *p. */
+static void put_enc(char **p, const char *s)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+            c == '-' || c == '.' || c == '_' || c == '~') {
+            *(*p)++ = (char)c;
+        } else {
+            *(*p)++ = '%';
+            *(*p)++ = hex[c >> 4];
+            *(*p)++ = hex[c & 15];
+        }
+    }
+}
+
+/* Appends n bytes of s at *p. */
+static void put(char **p, const char *s, size_t n)
+{
+    memcpy(*p, s, n);
+    *p += n;
+}
+
+/* unix:///path?db=N&user=U&password=P: password= parameters dropped (when
+ * replacing, or when all are empty) and one appended. */
+static char *unix_with_password(const char *url, const char *pw, bool replace, char *out)
+{
+    const char *q = strchr(url, '?');
+    if (!replace && q != NULL) {
+        for (const char *p = q; p != NULL && *p; p = strchr(p + 1, '&')) {
+            if (strncmp(p + 1, "password=", 9) == 0 && p[10] != '\0' && p[10] != '&') {
+                return strcpy(out, url); /* the URL's own wins */
+            }
+        }
+    }
+    char *o = out;
+    put(&o, url, q ? (size_t)(q - url) : strlen(url));
+    char sep = '?';
+    for (const char *p = q; p != NULL && *p;) {
+        const char *amp = strchr(p + 1, '&');
+        size_t n = amp ? (size_t)(amp - p - 1) : strlen(p + 1);
+        if (strncmp(p + 1, "password=", 9) != 0) {
+            *o++ = sep;
+            put(&o, p + 1, n);
+            sep = '&';
+        }
+        p = amp;
+    }
+    *o++ = sep;
+    put(&o, "password=", 9);
+    put_enc(&o, pw);
+    *o = '\0';
+    return out;
+}
+
+char *cli_url_with_password(const char *url, const char *pw, bool replace)
+{
+    size_t cap = strlen(url) + 3 * strlen(pw) + 16;
+    char *out = malloc(cap);
+    if (out == NULL) {
+        return NULL;
+    }
+    if (strncmp(url, "unix://", 7) == 0) {
+        return unix_with_password(url, pw, replace, out);
+    }
+    /* scheme://[user[:password]@]host...: the credentials end at the last
+     * '@' before the first '/', as the library reads them. */
+    const char *auth = strstr(url, "://");
+    if (auth == NULL) {
+        return strcpy(out, url); /* no scheme: the library's check says so */
+    }
+    auth += 3;
+    size_t alen = strcspn(auth, "/");
+    const char *at = NULL;
+    for (const char *p = auth; p < auth + alen; p++) {
+        if (*p == '@') {
+            at = p;
+        }
+    }
+    const char *colon = at ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
+    if (colon != NULL && (colon + 1 < at || colon > auth) && !replace) {
+        return strcpy(out, url); /* a password, or a user's empty one: kept */
+    }
+    char *o = out;
+    const char *from = auth;
+    put(&o, url, (size_t)(auth - url));
+    if (colon != NULL) {
+        put(&o, auth, (size_t)(colon - auth)); /* the user */
+        from = at;
+    } else if (at != NULL) {
+        put(&o, auth, (size_t)(at - auth));
+        from = at;
+    }
+    *o++ = ':';
+    put_enc(&o, pw);
+    if (at == NULL) {
+        *o++ = '@';
+    }
+    strcpy(o, from);
+    return out;
+}
+
+/* The spans rlock_url_redact() hides, masked in place with '*' (same
+ * length): for the --url argument, so that ps(1) shows no password once
+ * rlock has started (as mysql(1) does with -p). */
+void cli_url_scrub(char *url)
+{
+    for (char *q = url; (q = strpbrk(q, "?&")) != NULL;) {
+        q++;
+        if (strncmp(q, "password=", 9) == 0) {
+            memset(q + 9, '*', strcspn(q + 9, "&#"));
+        }
+    }
+    if (strncmp(url, "unix://", 7) == 0) {
+        return;
+    }
+    char *auth = strstr(url, "://");
+    auth = auth ? auth + 3 : url;
+    char *at = strrchr(auth, '@');
+    if (at != NULL) {
+        char *colon = memchr(auth, ':', (size_t)(at - auth));
+        if (colon != NULL) {
+            memset(colon + 1, '*', (size_t)(at - colon - 1));
+        }
+        return;
+    }
+    size_t hlen = strcspn(auth, "/?#");
+    char *colon = auth[0] == '[' ? memchr(auth, ']', hlen) : NULL;
+    colon = colon ? (colon[1] == ':' ? colon + 1 : NULL) : memchr(auth, ':', hlen);
+    if (colon != NULL) {
+        size_t plen = hlen - (size_t)(colon + 1 - auth);
+        if (strspn(colon + 1, "0123456789") < plen) {
+            memset(colon + 1, '*', plen);
+        }
+    }
 }

@@ -1,6 +1,8 @@
-/* rlock status: a read-only snapshot of a lock, over a direct connection
- * because the library answers only one question per call and cannot name
- * the connection of a holder.
+/* rlock status: a read-only snapshot of a lock. The library's public
+ * calls answer one question each and cannot name the connection of a
+ * holder, so the snapshot is read with src/tool.h on a pooled connection
+ * of the command's client: the client's URL, password, database, timeouts
+ * and transport, as `run` uses.
  *
  * The type, TTL and holder fields come from one MULTI, so they describe the
  * same moment. Then, for holders, CLIENT LIST: Redis cannot map a hash field
@@ -11,6 +13,7 @@
  * that names no connection (Redisson by default, or an rlock older than
  * that naming) shows none. */
 #include "cli.h"
+#include "tool.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -282,23 +285,72 @@ static bool all_strings(redisReply *r)
 
 /* ---- the command -------------------------------------------------------- */
 
+/* An error reply among rep[0..n) as a status, its text as the detail. */
+static rlock_status error_reply(redisReply **rep, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (rep[i]->type == REDIS_REPLY_ERROR) {
+            cli_detail_set(CLI_CAUSE_NONE, "%s", rep[i]->str);
+            return RLOCK_EREDIS;
+        }
+    }
+    return RLOCK_OK;
+}
+
+/* CLIENT LIST, or NULL with why in err. */
+static redisReply *client_list(rlock_client *c, char *err, size_t size)
+{
+    const char *argv[] = {"CLIENT", "LIST", "TYPE", "normal"};
+    const size_t lens[] = {6, 4, 4, 6};
+    redisReply *r = NULL;
+    rlock_status s = rlock__client_command(c, 4, argv, lens, &r);
+    if (s != RLOCK_OK) {
+        snprintf(err, size, "%s", rlock_last_error()[0] ? rlock_last_error() : rlock_strerror(s));
+        return NULL;
+    }
+    if (r->type != REDIS_REPLY_STRING) {
+        snprintf(err, size, "%s", r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+        freeReplyObject(r);
+        return NULL;
+    }
+    return r;
+}
+
 int cli_status(const cli_opts *o, const char *name, bool json)
 {
-    redisContext *r = NULL;
-    rlock_status s = cli_connect(o, &r);
-    if (s != RLOCK_OK) {
-        return cli_fail(s, o->shown);
+    rlock_client *c = NULL;
+    int rc = cli_client(o, NULL, NULL, &c);
+    if (rc >= 0) {
+        return rc;
     }
     cli_verbose(o, "connected to %s", o->shown);
-    /* HGETALL on a key of another type fails inside EXEC alone. */
-    redisAppendCommand(r, "MULTI");
-    redisAppendCommand(r, "TYPE %s", name);
-    redisAppendCommand(r, "PTTL %s", name);
-    redisAppendCommand(r, "HGETALL %s", name);
-    redisAppendCommand(r, "EXEC");
+    /* One MULTI, so that type, TTL and holders describe the same moment;
+     * HGETALL on a key of another type fails inside EXEC alone. */
+    char *cmds[5] = {NULL};
+    long long lens[5];
+    lens[0] = redisFormatCommand(&cmds[0], "MULTI");
+    lens[1] = redisFormatCommand(&cmds[1], "TYPE %s", name);
+    lens[2] = redisFormatCommand(&cmds[2], "PTTL %s", name);
+    lens[3] = redisFormatCommand(&cmds[3], "HGETALL %s", name);
+    lens[4] = redisFormatCommand(&cmds[4], "EXEC");
     redisReply *rep[5] = {NULL};
-    for (int i = 0; i < 5 && s == RLOCK_OK; i++) {
-        s = cli_reply(r, &rep[i]);
+    rlock_status s = RLOCK_OK;
+    for (int i = 0; i < 5; i++) {
+        if (lens[i] < 0) {
+            s = RLOCK_ENOMEM;
+        }
+    }
+    if (s == RLOCK_OK) {
+        s = rlock__client_pipeline(c, name, strlen(name), 5, cmds, lens, rep);
+        if (s != RLOCK_OK) {
+            cli_detail_from_library();
+        }
+    }
+    for (int i = 0; i < 5; i++) {
+        redisFreeCommand(cmds[i]);
+    }
+    if (s == RLOCK_OK) {
+        s = error_reply(rep, 5);
     }
     redisReply *ex = rep[4];
     if (s == RLOCK_OK && (ex->type != REDIS_REPLY_ARRAY || ex->elements != 3 ||
@@ -323,17 +375,7 @@ int cli_status(const cli_opts *o, const char *name, bool json)
         st.locked = strcmp(st.type, "none") != 0;
         if (st.fields != NULL && st.fields->elements > 0) {
             /* Without CLIENT LIST (an ACL may deny it) the rest stands. */
-            redisAppendCommand(r, "CLIENT LIST TYPE normal");
-            rlock_status cs = cli_reply(r, &clients);
-            if (cs == RLOCK_OK && clients->type != REDIS_REPLY_STRING) {
-                freeReplyObject(clients);
-                clients = NULL;
-                snprintf(clients_err, sizeof clients_err, "unexpected reply");
-            } else if (cs != RLOCK_OK) {
-                snprintf(clients_err, sizeof clients_err, "%s", cli_detail_text());
-                cli_detail_clear();
-                clients = NULL;
-            }
+            clients = client_list(c, clients_err, sizeof clients_err);
             st.clients = clients;
             st.clients_err = clients_err[0] ? clients_err : NULL;
         }
@@ -344,9 +386,6 @@ int cli_status(const cli_opts *o, const char *name, bool json)
         }
         if (fflush(stdout) != 0) {
             cli_error("standard output: %s", strerror(errno));
-            st.locked = false;
-            json = false;
-            s = RLOCK_OK;
             write_failed = true;
         }
     }
@@ -358,14 +397,16 @@ int cli_status(const cli_opts *o, const char *name, bool json)
     if (clients != NULL) {
         freeReplyObject(clients);
     }
-    redisFree(r);
+    rlock_client_free(c);
     if (write_failed) {
         return CLI_EXIT_SOFTWARE;
     }
     if (s != RLOCK_OK) {
         return cli_fail(s, name);
     }
-    /* With --json the answer is in "locked": exit 0 whenever the server
-     * answered. As text, 0 and 1 answer as test(1) does. */
+    /* Exit 0 and 1 only for an answer, as test(1) does: locked, not locked.
+     * Every failure is 2 or more, so no outage reads as "free". With
+     * --json the answer is in "locked": exit 0 whenever the server
+     * answered. */
     return json || st.locked ? CLI_EXIT_OK : CLI_EXIT_FREE;
 }

@@ -110,6 +110,7 @@ typedef struct rlock__endpoint {
     char *user;     /* ACL user, or NULL */
     char *password; /* or NULL */
     int db;
+    bool tls; /* rediss:// */
 } rlock__endpoint;
 
 rlock_status rlock__parse_url(const char *url, rlock__endpoint *ep);
@@ -148,6 +149,11 @@ typedef struct rlock__holder {
     struct rlock__hold *hold;
     uint64_t tid;
     int64_t count;      /* holds taken and not yet released */
+    int64_t lost_levels; /* levels of a lost hold its thread was told of
+                            (RLOCK_ELOST) and has not unwound yet: each
+                            unlock Redis answers "no hold" takes one and
+                            says RLOCK_ELOST. Below any hold taken since
+                            (count), which its unlocks release first. */
     int64_t lease_ms;   /* lease of the latest explicit-lease acquire; 0 none */
     int64_t wd_depth;   /* depth of the lowest level taken in watchdog mode,
                            0 none: renewed while nonzero (levels are
@@ -192,6 +198,7 @@ typedef struct rlock__thread_holds {
 /* A copy of a record, taken under the mutex. */
 typedef struct rlock__hold_view {
     int64_t count;    /* 0 when no record */
+    int64_t lost_levels;
     int64_t lease_ms; /* the TTL a partial unlock sets: that of the levels
                          left below the one released */
     bool lost, suspect, pending, in_round;
@@ -240,6 +247,13 @@ void rlock__hold_ttl_may(struct rlock_client *c, const char *name, size_t len, u
 /* Redis no longer has this thread's hold: stop renewing, report RLOCK_ELOST
  * at its next unlock. */
 void rlock__hold_mark_lost(struct rlock_client *c, const char *name, size_t len, uint64_t tid);
+/* The thread is being told (RLOCK_ELOST) that its hold is gone: its levels
+ * become lost levels, less the one an unlock unwinds (by_unlock), and it
+ * holds nothing any more (a lock takes a fresh hold, above them). An
+ * unlock of a lost level (count 0) takes one of those. Drops a record
+ * left with nothing to remember. */
+void rlock__hold_unwound_lost(struct rlock_client *c, const char *name, size_t len, uint64_t tid,
+                              bool by_unlock);
 /* Records (rid != NULL: "" when only the hold counts can tell) or clears
  * an acquire that got no answer, first sent at sent_ms with lease ttl_ms:
  * it may have run (or still run) and set the key's TTL, so a held hold's

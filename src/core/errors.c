@@ -27,6 +27,9 @@ static const struct {
     [RLOCK_EPOOL] = {"RLOCK_EPOOL", "no connection of the pool became free in time"},
     [RLOCK_EPERM] = {"RLOCK_EPERM",
                      "the server's ACL denies a command, key or channel the lock needs"},
+    [RLOCK_ETLS] = {"RLOCK_ETLS",
+                    "TLS failed: certificate not trusted or refused, or TLS not spoken"},
+    [RLOCK_EDEADLK] = {"RLOCK_EDEADLK", "the calling thread holds the lock it would wait for"},
 };
 
 #define NSTATUS (sizeof table / sizeof table[0])

@@ -109,7 +109,8 @@ void rlock__holder_remove(rlock_client *c, rlock__hold *h, rlock__holder *x)
  * middle of an acquire (the record must be there for the outcome). */
 static void tidy(rlock_client *c, rlock__hold *h, rlock__holder *x)
 {
-    if (x->count == 0 && !x->suspect && !x->pending && !x->in_round && !x->acquiring) {
+    if (x->count == 0 && x->lost_levels == 0 && !x->suspect && !x->pending && !x->in_round &&
+        !x->acquiring) {
         rlock__holder_remove(c, h, x);
     }
 }
@@ -280,6 +281,7 @@ void rlock__hold_view_of(rlock_client *c, const char *name, size_t len, uint64_t
     rlock__holder *x = find(c, name, len, tid);
     if (x) {
         v->count = x->count;
+        v->lost_levels = x->lost_levels;
         v->lost = x->lost;
         /* An explicit lease that ran out is lost as surely as a renewal
          * that found the field gone; say so before Redis has to. */
@@ -307,7 +309,11 @@ void rlock__hold_acquired(rlock_client *c, const char *name, size_t len, uint64_
     if (x) { /* always: rlock__hold_prepare() made it, and kept it */
         x->acquiring = false;
         if (x->lost) {
-            x->count = 0; /* a fresh acquisition after a loss */
+            /* A fresh acquisition after a loss (the watchdog found it
+             * while this thread was acquiring): the old levels unwind
+             * below the new hold. */
+            x->lost_levels += x->count;
+            x->count = 0;
             x->lost = false;
         }
         if (x->count == 0) {
@@ -347,6 +353,11 @@ void rlock__hold_released(rlock_client *c, const char *name, size_t len, uint64_
             sent_ms = x->pending_sent_ms;
         }
         x->pending = false;
+        if (x->count == 0 && x->lost_levels > 0) {
+            /* Redis released a hold this record had counted as lost (the
+             * loss was this client's guess by the clock): one level. */
+            x->lost_levels--;
+        }
         if (all || x->count <= 1) {
             x->count = 0;
             x->lost = false;
@@ -385,6 +396,29 @@ void rlock__hold_mark_lost(rlock_client *c, const char *name, size_t len, uint64
     if (x && x->count > 0) {
         x->lost = true;
         x->wd_depth = 0;
+    }
+    pthread_mutex_unlock(&c->hold_mu);
+}
+
+void rlock__hold_unwound_lost(rlock_client *c, const char *name, size_t len, uint64_t tid,
+                              bool by_unlock)
+{
+    pthread_mutex_lock(&c->hold_mu);
+    rlock__hold *h = find_hold(c, name, len);
+    rlock__holder *x = find_holder(h, tid);
+    if (x) {
+        /* Newest first: an unlock takes a live level before a lost one
+         * (the caller sent it to Redis, which found neither). */
+        x->lost_levels += x->count;
+        if (by_unlock && x->lost_levels > 0) {
+            x->lost_levels--;
+        }
+        x->count = 0;
+        x->lost = false;
+        x->pending = false;
+        x->wd_depth = 0;
+        x->expires_ms = -1;
+        tidy(c, h, x);
     }
     pthread_mutex_unlock(&c->hold_mu);
 }

@@ -210,6 +210,14 @@ static rlock_status count(rlock *l, const char *owner, int64_t *out, int64_t dea
     return rlock__run_int(l->c, &call, out, deadline_ms);
 }
 
+static rlock_status holder_ttl(rlock *l, int64_t *ttl, int64_t deadline_ms)
+{
+    const char *args[2] = {"PTTL", l->name};
+    size_t lens[2] = {4, l->namelen};
+    rlock__call call = {l->name, l->namelen, NULL, 0, 2, args, lens};
+    return rlock__run_int(l->c, &call, ttl, deadline_ms);
+}
+
 const rlock__kind rlock__kind_reentrant = {
     .name = "reentrant",
     .attempt = attempt,
@@ -217,6 +225,7 @@ const rlock__kind rlock__kind_reentrant = {
     .release = release,
     .force_release = force_release,
     .count = count,
+    .holder_ttl = holder_ttl,
     .renew = &rlock__script_renew,
     .wake = RLOCK__WAKE_ONE,
 };

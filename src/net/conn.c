@@ -1,107 +1,46 @@
-/* One connection to Redis. hiredis makes the connection and parses the
- * replies; the bytes go out and come in here:
- *
- * - send() with MSG_NOSIGNAL: writing to a connection the server closed
- *   must never raise SIGPIPE in the application (hiredis writes with
- *   write(), which does), whichever thread writes.
- * - poll() against our own deadline before every read: a timeout is known
- *   from our clock, not from hiredis's error text, which is translated by
- *   the locale (a de_DE timeout once read as an I/O error and made
- *   rlock_lock() resend an acquire that was still queued).
+/* One connection to Redis: a link (link.c: our socket, TLS for rediss://,
+ * hiredis's reply reader) and the exchanges on it. hiredis formats the
+ * commands and parses the replies; the bytes go out and come in through
+ * the link, which never raises SIGPIPE and reads against our own deadline:
+ * a timeout is known from our clock, not from error text, which is
+ * translated by the locale (a de_DE timeout once read as an I/O error and
+ * made rlock_lock() resend an acquire that was still queued).
  *
  * A connection whose exchange failed half-way is marked broken: a reply may
  * still be in flight, and it would be read as the answer to the next
  * command. The pool closes it. */
-#include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/time.h>
 
 #include "internal.h"
 
-static int poll_ms(int64_t deadline_ms)
-{
-    int64_t left = deadline_ms - rlock__now_ms();
-    if (left <= 0) {
-        return 0;
-    }
-    return left > INT_MAX ? INT_MAX : (int)left;
-}
-
-static rlock_status broken(rlock__conn *conn, rlock_status st, const char *what)
+static rlock_status broken(rlock__conn *conn, rlock_status st)
 {
     conn->broken = true;
-    return rlock__fail(st, "%s", what);
+    return st; /* the detail is the link's */
 }
-
-static rlock_status send_all(rlock__conn *conn, const char *buf, size_t len, int64_t deadline_ms)
-{
-    int fd = conn->ctx->fd;
-    while (len > 0) {
-        ssize_t n = send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n > 0) {
-            buf += n;
-            len -= (size_t)n;
-            continue;
-        }
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            struct pollfd p = {fd, POLLOUT, 0};
-            int ms = poll_ms(deadline_ms);
-            if (ms == 0 || (poll(&p, 1, ms) == 0 && rlock__now_ms() >= deadline_ms)) {
-                return broken(conn, RLOCK_ETIMEDOUT, "the server did not take the request in time");
-            }
-            continue;
-        }
-        char what[160];
-        snprintf(what, sizeof what, "connection lost while sending: %s", strerror(errno));
-        return broken(conn, RLOCK_EIO, what);
-    }
-    return RLOCK_OK;
-}
-
-/* The socket's receive timeout is short (RECV_SLICE_MS), so a blocking
- * recv() returns in time to check our own deadline: one system call per
- * reply in the common case, and a timeout known from EAGAIN and our clock. */
-#define RECV_SLICE_MS 100
 
 static rlock_status read_one(rlock__conn *conn, redisReply **out, int64_t deadline_ms)
 {
-    redisContext *ctx = conn->ctx;
+    redisReader *reader = conn->link->reader;
     for (;;) {
         void *r = NULL;
-        if (redisGetReplyFromReader(ctx, &r) != REDIS_OK) {
-            return broken(conn, RLOCK_EPROTO, "the server sent a reply that cannot be parsed");
+        if (redisReaderGetReply(reader, &r) != REDIS_OK) {
+            conn->broken = true;
+            return rlock__fail(RLOCK_EPROTO, "the server sent a reply that cannot be parsed");
         }
         if (r) {
             *out = r;
             return RLOCK_OK;
         }
         if (rlock__now_ms() >= deadline_ms) {
-            return broken(conn, RLOCK_ETIMEDOUT, "no reply within the command timeout");
+            conn->broken = true;
+            return rlock__fail(RLOCK_ETIMEDOUT, "no reply within the command timeout");
         }
-        char buf[16384];
-        ssize_t n = recv(ctx->fd, buf, sizeof buf, 0);
-        if (n > 0) {
-            if (redisReaderFeed(ctx->reader, buf, (size_t)n) != REDIS_OK) {
-                return broken(conn, RLOCK_ENOMEM, "out of memory for a reply");
-            }
-            continue;
-        }
-        if (n == 0) {
-            return broken(conn, RLOCK_EIO, "the server closed the connection");
-        }
-        if (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK) {
-            char what[160];
-            snprintf(what, sizeof what, "connection lost: %s", strerror(errno));
-            return broken(conn, RLOCK_EIO, what);
+        rlock_status st = RLOCK_OK;
+        if (rlock__link_read(conn->link, true, &st) < 0) {
+            return broken(conn, st);
         }
     }
 }
@@ -114,12 +53,12 @@ rlock_status rlock__conn_exchange(rlock__conn *conn, int n, char *const *cmds,
     for (int i = 0; i < n; i++) {
         replies[i] = NULL;
     }
-    if (conn->broken || !conn->ctx) {
+    if (conn->broken || !conn->link) {
         return rlock__fail(RLOCK_EIO, "connection lost");
     }
     rlock_status st = RLOCK_OK;
     if (n == 1) {
-        st = send_all(conn, cmds[0], (size_t)lens[0], deadline_ms);
+        st = rlock__link_send(conn->link, cmds[0], (size_t)lens[0], deadline_ms);
     } else {
         /* One buffer, one send: a pipeline costs one system call. */
         size_t total = 0;
@@ -135,8 +74,11 @@ rlock_status rlock__conn_exchange(rlock__conn *conn, int n, char *const *cmds,
             memcpy(buf + at, cmds[i], (size_t)lens[i]);
             at += (size_t)lens[i];
         }
-        st = send_all(conn, buf, total, deadline_ms);
+        st = rlock__link_send(conn->link, buf, total, deadline_ms);
         free(buf);
+    }
+    if (st != RLOCK_OK) {
+        conn->broken = true;
     }
     /* In a pipeline each reply gets the whole budget from the one before:
      * a long round of renewals is not cut short while replies keep coming,
@@ -190,7 +132,7 @@ rlock_status rlock__error_reply(const redisReply *r)
 }
 
 /* AUTH, SELECT and CLIENT SETNAME in one round trip, by deadline_ms. */
-static rlock_status hello(rlock_client *c, redisContext *ctx, int64_t deadline_ms)
+static rlock_status hello(rlock_client *c, rlock__link *link, int64_t deadline_ms)
 {
     const char *argv[3][4];
     size_t argvlen[3][4];
@@ -227,7 +169,7 @@ static rlock_status hello(rlock_client *c, redisContext *ctx, int64_t deadline_m
             st = rlock__fail(RLOCK_ENOMEM, "out of memory");
         }
     }
-    rlock__conn conn = {ctx, false, false};
+    rlock__conn conn = {link, false, false};
     if (st == RLOCK_OK) {
         st = rlock__conn_exchange(&conn, n, cmds, lens, replies, deadline_ms, deadline_ms);
     }
@@ -264,56 +206,40 @@ static rlock_status hello(rlock_client *c, redisContext *ctx, int64_t deadline_m
     return st;
 }
 
-rlock_status rlock__connect(rlock_client *c, redisContext **out, int64_t deadline_ms)
+rlock_status rlock__connect(rlock_client *c, rlock__link **out, int64_t deadline_ms)
 {
     /* A reconnect made for a call (a renewal round, an acquire) must fit in
      * that call's bound: each step takes its own timeout or what is left
-     * of the caller's, whichever is less. */
-    int64_t ms = c->cfg.connect_timeout_ms;
-    if (deadline_ms >= 0 && deadline_ms - rlock__now_ms() < ms) {
-        ms = deadline_ms - rlock__now_ms();
-        if (ms <= 0) {
-            return rlock__fail(RLOCK_ETIMEDOUT, "no time left to connect");
-        }
+     * of the caller's, whichever is less. The TLS handshake is part of the
+     * connect. */
+    int64_t now = rlock__now_ms();
+    if (deadline_ms >= 0 && deadline_ms <= now) {
+        return rlock__fail(RLOCK_ETIMEDOUT, "no time left to connect");
     }
-    /* hiredis 0.14 keeps the connect timeout in an int of milliseconds and
-     * treats larger values as no timeout at all: clamp (24.8 days). */
-    ms = ms < INT_MAX ? ms : INT_MAX;
-    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)((ms % 1000) * 1000)};
-    redisContext *ctx = c->ep.path ? redisConnectUnixWithTimeout(c->ep.path, tv)
-                                   : redisConnectWithTimeout(c->ep.host, c->ep.port, tv);
-    if (!ctx) {
-        return rlock__fail(RLOCK_ENOMEM, "out of memory for a connection");
-    }
-    rlock_status st = RLOCK_OK;
-    if (ctx->err) {
-        char label[300];
-        rlock__endpoint_label(&c->ep, label, sizeof label);
-        st = rlock__fail(ctx->err == REDIS_ERR_OOM ? RLOCK_ENOMEM : RLOCK_EIO, "connect to %s: %s",
-                         label, ctx->errstr);
-        redisFree(ctx);
+    rlock__link *link = NULL;
+    rlock_status st = rlock__link_open(
+        c, &link, rlock__min_deadline(now + c->cfg.connect_timeout_ms, deadline_ms));
+    if (st != RLOCK_OK) {
         return st;
     }
-    /* hiredis 0.14 does not set close-on-exec: without it every program the
-     * application fork()s and exec()s would inherit our Redis sockets. */
-    int fl = fcntl(ctx->fd, F_GETFD);
-    if (fl >= 0) {
-        fcntl(ctx->fd, F_SETFD, fl | FD_CLOEXEC);
-    }
-    if (!c->ep.path) {
-        redisEnableKeepAlive(ctx);
-    }
-    struct timeval slice = {0, RECV_SLICE_MS * 1000};
-    if (redisSetTimeout(ctx, slice) != REDIS_OK) {
-        redisFree(ctx);
-        return rlock__fail(RLOCK_EIO, "cannot set the socket timeout");
-    }
-    if ((st = hello(c, ctx,
+    if ((st = hello(c, link,
                     rlock__min_deadline(rlock__now_ms() + c->cfg.command_timeout_ms,
                                         deadline_ms))) != RLOCK_OK) {
-        redisFree(ctx);
+        if (st == RLOCK_EIO && (link->tls_failed || link->cert_requested)) {
+            /* TLS 1.3 ends the client's handshake before the server has
+             * judged its certificate: the refusal (an alert, or a reset
+             * that overtakes it) comes with the first reply. */
+            char why[256];
+            snprintf(why, sizeof why, "%s", rlock_last_error());
+            st = rlock__fail(RLOCK_ETLS, "TLS: the server refused the connection%s: %s",
+                             link->cert_requested
+                                 ? " (it asked for a client certificate, none is configured)"
+                                 : "",
+                             why);
+        }
+        rlock__link_close(link);
         return st;
     }
-    *out = ctx;
+    *out = link;
     return RLOCK_OK;
 }

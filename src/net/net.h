@@ -1,8 +1,9 @@
-/* net: talking to Redis. One hiredis connection (connect, AUTH, SELECT,
- * CLIENT SETNAME, close-on-exec) whose bytes we send and receive ourselves
- * (send() with MSG_NOSIGNAL, poll() against our own deadline), so that no
- * call raises SIGPIPE and a timeout is known from our clock, never from
- * error text; the pool of such connections; the topology that routes every
+/* net: talking to Redis. One link (link.c: a socket of our own, TLS on it
+ * for rediss://, hiredis's reply reader; sent with MSG_NOSIGNAL, read
+ * against our own deadline, close-on-exec), so that no call raises SIGPIPE
+ * and a timeout is known from our clock, never from error text; one
+ * connection on it (conn.c: AUTH, SELECT, CLIENT SETNAME, exchanges); the
+ * pool of such connections; the topology that routes every
  * call by its key; and the script runner (EVALSHA with the NOSCRIPT
  * fallback and the retry of transient error replies, written once for
  * single calls and pipelines). */
@@ -13,19 +14,69 @@
 
 #include "core/core.h"
 
+/* ---- one link (link.c) ------------------------------------------------ */
+
+struct ssl_st;
+
+typedef struct rlock__link {
+    int fd;
+    struct ssl_st *ssl;  /* NULL: plain */
+    redisReader *reader; /* the replies read so far */
+    pid_t pid;           /* the process that opened it (fork rules) */
+    uint64_t rx;         /* bytes received */
+    bool nb;             /* TLS reads do not wait (handshake, pub/sub) */
+    bool wants_read;     /* a TLS write must first read */
+    bool wants_write;    /* a TLS read must first write */
+    bool tls_failed;     /* a TLS error (an alert) broke it */
+    bool cert_requested; /* the server asked for a client certificate */
+} rlock__link;
+
+/* Builds the client's TLS context from its config for a rediss:// URL
+ * (c->tls_ctx, c->tls_name): RLOCK_EINVAL with a detail for files that do
+ * not load, or TLS settings given for a URL without TLS. Nothing for
+ * redis:// and unix://. */
+rlock_status rlock__tls_init(struct rlock_client *c);
+/* Frees them; in a fork()ed child the context is left allocated. */
+void rlock__tls_free(struct rlock_client *c);
+/* Opens a socket to the client's endpoint and, with TLS, makes the
+ * handshake, all by deadline_ms: RLOCK_EIO (cannot connect, no answer in
+ * time), RLOCK_ETLS (certificate refused, TLS alert, not a TLS server),
+ * RLOCK_EINVAL, RLOCK_ENOMEM. */
+rlock_status rlock__link_open(struct rlock_client *c, rlock__link **out, int64_t deadline_ms);
+/* Closes and frees. In a process other than the opener (a fork()ed
+ * child) only the descriptor is closed: nothing is sent, and the SSL
+ * object is left allocated. NULL: nothing. */
+void rlock__link_close(rlock__link *l);
+/* Sends all of buf by deadline_ms (RLOCK_ETIMEDOUT), never raising
+ * SIGPIPE; RLOCK_EIO with a detail when the link broke. */
+rlock_status rlock__link_send(rlock__link *l, const char *buf, size_t len, int64_t deadline_ms);
+/* Sends what the socket takes now: bytes sent (0: none), -1 (*st set)
+ * when the link broke. With TLS, the bytes not taken must be offered
+ * again first (they may be in a record already). */
+int rlock__link_send_some(rlock__link *l, const char *buf, size_t len, rlock_status *st);
+/* Reads what has arrived into the reader: wait, for up to a slice of
+ * 100 ms; or not at all. Bytes read (0: none yet; with TLS, data may
+ * still be buffered after a read, so read until 0), -1 (*st set: closed,
+ * broken, or a TLS answer on a plain link, RLOCK_ETLS). */
+int rlock__link_read(rlock__link *l, bool wait, rlock_status *st);
+/* Whether an idle link is still usable: nothing arrived but TLS
+ * housekeeping, no hang-up. */
+bool rlock__link_idle_ok(rlock__link *l);
+
 /* ---- one connection (conn.c) ----------------------------------------- */
 
 typedef struct rlock__conn {
-    redisContext *ctx;
+    rlock__link *link;
     bool busy;   /* lent out by the pool */
     bool broken; /* a reply may still be in flight: never reuse */
 } rlock__conn;
 
-/* Opens a connection to ep: connect within connect_timeout_ms, then AUTH,
- * SELECT and CLIENT SETNAME within command_timeout_ms; both steps end by
- * the caller's deadline_ms too (< 0: none), so a reconnect made for a call
- * fits inside the call's own bound. */
-rlock_status rlock__connect(struct rlock_client *c, redisContext **out, int64_t deadline_ms);
+/* Opens a connection to ep: connect (and the TLS handshake) within
+ * connect_timeout_ms, then AUTH, SELECT and CLIENT SETNAME within
+ * command_timeout_ms; both steps end by the caller's deadline_ms too
+ * (< 0: none), so a reconnect made for a call fits inside the call's own
+ * bound. */
+rlock_status rlock__connect(struct rlock_client *c, rlock__link **out, int64_t deadline_ms);
 /* Sends n commands (cmds[i] formatted by redisFormatCommandArgv) and reads
  * their replies into replies[]: the first by deadline_ms, each later one
  * within the same budget after the one before, but never after hard_ms

@@ -1,7 +1,7 @@
 /* A pool of connections to one node, shared by every thread of a client.
  *
- * A hiredis context is not thread-safe, so each caller borrows one for the
- * length of one exchange. A broken context (I/O error, timeout, EOF) is
+ * A link is not thread-safe, so each caller borrows one for the
+ * length of one exchange. A broken link (I/O error, timeout, EOF) is
  * never reused: a reply may still be in flight and would be read as the
  * answer to the next command. It is freed on return and re-made on a later
  * borrow, with a pool-wide backoff so that a dead server is not hammered by
@@ -34,9 +34,7 @@ void rlock__pool_destroy(rlock_client *c, rlock__pool *p)
         return;
     }
     for (int i = 0; i < p->size; i++) {
-        if (p->conns[i].ctx) {
-            redisFree(p->conns[i].ctx);
-        }
+        rlock__link_close(p->conns[i].link);
     }
     free(p->conns);
     p->conns = NULL;
@@ -52,16 +50,6 @@ void rlock__pool_close(rlock__pool *p)
     p->closing = true;
     pthread_cond_broadcast(&p->cv);
     pthread_mutex_unlock(&p->mu);
-}
-
-/* An idle connection has nothing to say: if its socket is readable or hung
- * up, the server closed it (CLIENT KILL, restart, idle timeout) while it sat
- * in the pool. Checking costs one poll() and saves the caller an RLOCK_EIO
- * for a link that was dead before it was used. */
-static bool idle_conn_ok(redisContext *ctx)
-{
-    struct pollfd pfd = {ctx->fd, POLLIN, 0};
-    return !ctx->err && poll(&pfd, 1, 0) == 0;
 }
 
 static void put_back(rlock__pool *p, rlock__conn *conn)
@@ -89,31 +77,35 @@ rlock_status rlock__pool_borrow(rlock_client *c, rlock__pool *p, rlock__conn **o
             return rlock__fail(RLOCK_EPOOL, "all %d pooled connections stayed busy", p->size);
         }
     }
-    /* Prefer a connected context; take an empty slot only if none is. */
+    /* Prefer a connected link; take an empty slot only if none is. */
     rlock__conn *conn = NULL;
     for (int i = 0; i < p->size; i++) {
-        if (!p->conns[i].busy && (!conn || (!conn->ctx && p->conns[i].ctx))) {
+        if (!p->conns[i].busy && (!conn || (!conn->link && p->conns[i].link))) {
             conn = &p->conns[i];
-            if (conn->ctx) {
+            if (conn->link) {
                 break;
             }
         }
     }
     conn->busy = true;
     p->free_count--;
-    redisContext *stale = NULL;
-    if (conn->ctx && !idle_conn_ok(conn->ctx)) {
-        stale = conn->ctx;
-        conn->ctx = NULL;
+    /* An idle connection has nothing to say: if its socket is readable or
+     * hung up, the server closed it (CLIENT KILL, restart, idle timeout)
+     * while it sat in the pool. Checking costs one poll() and saves the
+     * caller an RLOCK_EIO for a link that was dead before it was used. */
+    rlock__link *stale = NULL;
+    if (conn->link && !rlock__link_idle_ok(conn->link)) {
+        stale = conn->link;
+        conn->link = NULL;
     }
-    if (conn->ctx) {
+    if (conn->link) {
         pthread_mutex_unlock(&p->mu);
         *out = conn;
         return RLOCK_OK;
     }
     if (stale) {
         rlock__stat_add(c, RLOCK_STAT_RECONNECTS, 1);
-        redisFree(stale);
+        rlock__link_close(stale);
     }
     if (rlock__now_ms() < p->retry_at_ms) {
         rlock_status st = p->last_connect_error;
@@ -123,12 +115,12 @@ rlock_status rlock__pool_borrow(rlock_client *c, rlock__pool *p, rlock__conn **o
     }
     pthread_mutex_unlock(&p->mu);
 
-    redisContext *ctx = NULL;
-    rlock_status st = rlock__connect(c, &ctx, deadline_ms);
+    rlock__link *link = NULL;
+    rlock_status st = rlock__connect(c, &link, deadline_ms);
 
     pthread_mutex_lock(&p->mu);
     if (st == RLOCK_OK) {
-        conn->ctx = ctx;
+        conn->link = link;
         conn->broken = false;
         p->backoff_ms = 0;
         p->retry_at_ms = 0;
@@ -150,17 +142,15 @@ rlock_status rlock__pool_borrow(rlock_client *c, rlock__pool *p, rlock__conn **o
 
 void rlock__pool_return(rlock_client *c, rlock__pool *p, rlock__conn *conn)
 {
-    redisContext *dead = NULL;
-    if (conn->ctx && (conn->broken || conn->ctx->err)) {
-        dead = conn->ctx;
-        conn->ctx = NULL;
+    rlock__link *dead = NULL;
+    if (conn->link && conn->broken) {
+        dead = conn->link;
+        conn->link = NULL;
         rlock__stat_add(c, RLOCK_STAT_RECONNECTS, 1);
     }
     conn->broken = false;
     pthread_mutex_lock(&p->mu);
     put_back(p, conn);
     pthread_mutex_unlock(&p->mu);
-    if (dead) {
-        redisFree(dead);
-    }
+    rlock__link_close(dead);
 }

@@ -28,11 +28,6 @@
 #define IO_BACKOFF_MIN_MS 25
 #define IO_BACKOFF_MAX_MS 1000
 
-typedef struct waiting {
-    rlock__chan *ch;
-    rlock__waiter *w;
-} waiting;
-
 rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_cancel *cancel,
                             int64_t *holder_ttl_ms)
 {
@@ -67,8 +62,9 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
     rlock__hold_view_of(c, l->name, l->namelen, tid, &v);
     if (v.count > 0 && v.lost) {
         /* Re-entering a hold this client already knows is gone: nothing to
-         * take, the thread must unwind (its outer unlock says so too). */
-        rlock__hold_mark_lost(c, l->name, l->namelen, tid);
+         * take. The thread is told now; its levels unwind with RLOCK_ELOST,
+         * and its next lock takes a fresh hold above them. */
+        rlock__hold_unwound_lost(c, l->name, l->namelen, tid, false);
         rlock__hold_tidy(c, l->name, l->namelen, tid);
         return rlock__fail(RLOCK_ELOST, "this thread's hold of the lock was lost");
     }
@@ -84,7 +80,7 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
         return rlock__fail(RLOCK_ECANCELED, "the wait was cancelled");
     }
 
-    waiting q = {NULL, NULL};
+    rlock__waitq q = {NULL, NULL, NULL}; /* the place in the queue (wait.c) */
     int64_t io_since = -1, io_sleep = 0, lease_end = -1, ttl = -1;
     bool saw_ttl = false;
     /* The request id of the current attempt; resend: it went out before
@@ -116,7 +112,7 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
             }
             /* A wake-up that arrives while this attempt is in flight was
              * not used by it (Redis may have run it before the release). */
-            uint64_t mark = q.w ? rlock__chan_mark(c, q.ch) : 0;
+            uint64_t mark = rlock__waitq_mark(c, &q);
             st = k->attempt(l, owner, lease, held, rid, resend, &a, sent + cmd_ms);
             if (st == RLOCK_OK && a.what == RLOCK__TAKEN) {
                 /* The TTL was set by whichever copy ran: no earlier than
@@ -137,7 +133,7 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
                 rlock__request_id(rid);
             }
             if (st == RLOCK_OK && a.what == RLOCK__GONE) {
-                rlock__hold_mark_lost(c, l->name, l->namelen, tid);
+                rlock__hold_unwound_lost(c, l->name, l->namelen, tid, false);
                 st = rlock__fail(RLOCK_ELOST, "this thread's hold of the lock was lost");
                 break;
             }
@@ -151,10 +147,7 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
                 lease_end = ttl >= 0 ? rlock__now_ms() + ttl : -1;
                 io_since = -1;
                 io_sleep = 0;
-                if (q.w) {
-                    rlock__chan_used_wake(c, q.ch, q.w, mark);
-                    rlock__chan_saw_lease(c, q.ch, q.w, lease_end);
-                }
+                rlock__waitq_saw_held(c, &q, mark, lease_end);
             } else if (st == RLOCK_EIO || st == RLOCK_ETIMEDOUT) {
                 /* No answer (Redis restarting, the link dropped, a stalled
                  * server): send the same request again, with backoff. */
@@ -190,21 +183,9 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
         if (!q.ch) {
             bool behind = false;
             int64_t hint = -1;
-            rlock_status js = rlock__chan_join(c, l->channel, l->chanlen, k->wake, &q.ch, &q.w,
-                                               &behind, &hint);
-            if (js != RLOCK_OK) {
+            rlock_status js = rlock__waitq_join(l, &q, cancel, deadline, &behind, &hint);
+            if (js != RLOCK_OK) { /* closed, cancelled, EPERM, ENOMEM */
                 st = js;
-                break;
-            }
-            if (cancel && !rlock__cancel_watch(cancel, c, q.ch, q.w)) {
-                st = rlock__fail(RLOCK_ECANCELED, "the wait was cancelled");
-                break;
-            }
-            rlock__waiter_set_cancel(q.w, cancel);
-            rlock_status ws = rlock__chan_wait_subscribed(
-                c, q.ch, q.w, rlock__min_deadline(deadline, now + c->cfg.subscribe_timeout_ms));
-            if (ws != RLOCK_OK && ws != RLOCK_ETIMEDOUT) { /* closed, cancelled, EPERM */
-                st = ws;
                 break;
             }
             /* Queued behind other local waiters: sleep until woken in turn,
@@ -217,18 +198,13 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
             lease_end = hint;
         }
         int64_t until = io_sleep > 0 && st != RLOCK_EBUSY ? now + io_sleep : lease_end;
-        rlock_status ss = rlock__chan_sleep(c, q.ch, q.w, rlock__min_deadline(until, deadline));
+        rlock_status ss = rlock__waitq_sleep(c, &q, rlock__min_deadline(until, deadline));
         if (ss != RLOCK_OK) {
             st = ss;
             break;
         }
     }
-    if (q.ch) {
-        if (cancel) {
-            rlock__cancel_unwatch(cancel, q.w);
-        }
-        rlock__chan_leave(c, q.ch, q.w, st == RLOCK_OK, rlock__now_ms() + lease);
-    }
+    rlock__waitq_leave(c, &q, st == RLOCK_OK, rlock__now_ms() + lease);
     if (resend) {
         /* The last request sent got no answer: settled (abandoned) by this
          * thread's next call for the name or at close. */

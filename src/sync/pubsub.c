@@ -15,8 +15,10 @@
  * through a free lock.
  *
  * The mutex is never held across a system call on the connection: the
- * thread formats (un)subscribes under it and sends them after, with
- * MSG_NOSIGNAL.
+ * thread formats (un)subscribes under it and sends them after (through the
+ * link, which never raises SIGPIPE). Over TLS, poll() does not see bytes
+ * OpenSSL has already decrypted and buffered, so every read drains the
+ * link until it has nothing more.
  * After a reconnect every channel is subscribed again and every waiter is
  * woken to retry, since messages may have been missed while down.
  *
@@ -504,21 +506,35 @@ static bool out_append(outbuf *o, const char *p, size_t n)
     return true;
 }
 
-/* Sends what it can without blocking; false when the link is broken. */
-static bool out_send(outbuf *o, int fd)
+/* Sends what it can without blocking; false when the link is broken. What
+ * is not taken stays at the front of the buffer, to be offered again first
+ * (over TLS it may already be in a record). */
+static bool out_send(outbuf *o, rlock__link *link)
 {
     while (o->len > 0) {
-        ssize_t n = send(fd, o->buf, o->len, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n > 0) {
-            memmove(o->buf, o->buf + n, o->len - (size_t)n);
-            o->len -= (size_t)n;
-        } else if (n < 0 && errno == EINTR) {
-            continue;
-        } else {
-            return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+        rlock_status st;
+        int n = rlock__link_send_some(link, o->buf, o->len, &st);
+        if (n < 0) {
+            return false;
         }
+        if (n == 0) {
+            return true;
+        }
+        memmove(o->buf, o->buf + n, o->len - (size_t)n);
+        o->len -= (size_t)n;
     }
     return true;
+}
+
+/* Reads everything that has arrived, TLS buffers included; false when the
+ * link is broken. */
+static bool drain(rlock__link *link)
+{
+    rlock_status st;
+    int n;
+    while ((n = rlock__link_read(link, false, &st)) > 0) {
+    }
+    return n == 0;
 }
 
 /* Formats the (un)subscribes the dirty entries need. ps_mu held. */
@@ -639,7 +655,7 @@ void rlock__pubsub_on_reply(rlock_client *c, const redisReply *r)
 static void *pubsub_main(void *arg)
 {
     rlock_client *c = arg;
-    redisContext *ctx = c->ps_ctx; /* opened by rlock__pubsub_start() */
+    rlock__link *ctx = c->ps_link; /* opened by rlock__pubsub_start() */
     int64_t backoff = 0, retry_at = 0, next_sweep = rlock__now_ms() + SWEEP_MS;
     outbuf out = {NULL, 0, 0};
 
@@ -648,12 +664,12 @@ static void *pubsub_main(void *arg)
         int64_t now = rlock__now_ms();
         if (!ctx && now >= retry_at) {
             pthread_mutex_unlock(&c->ps_mu);
-            redisContext *nc = NULL;
+            rlock__link *nc = NULL;
             rlock_status st = rlock__connect(c, &nc, -1);
             pthread_mutex_lock(&c->ps_mu);
             if (st == RLOCK_OK) {
                 ctx = nc;
-                c->ps_ctx = ctx;
+                c->ps_link = ctx;
                 backoff = 0;
                 rlock__stat_add(c, RLOCK_STAT_RECONNECTS, 1);
                 connection_reset(c);
@@ -679,10 +695,13 @@ static void *pubsub_main(void *arg)
         pthread_mutex_unlock(&c->ps_mu);
 
         if (ctx) {
-            broken = !out_send(&out, ctx->fd);
+            broken = !out_send(&out, ctx);
         }
         if (!broken) {
-            short events = POLLIN | (out.len > 0 ? POLLOUT : 0);
+            /* A TLS write may wait for the peer's bytes (wants_read), and
+             * a TLS read for room to write (wants_write). */
+            bool want_out = ctx && ((out.len > 0 && !ctx->wants_read) || ctx->wants_write);
+            short events = POLLIN | (want_out ? POLLOUT : 0);
             struct pollfd pfd[2] = {{c->wake_pipe[0], POLLIN, 0}, {ctx ? ctx->fd : -1, events, 0}};
             int64_t until = ctx ? next_sweep : retry_at;
             int timeout = (int)(until - rlock__now_ms());
@@ -695,26 +714,27 @@ static void *pubsub_main(void *arg)
                 while (read(c->wake_pipe[0], buf, sizeof buf) > 0) {
                 }
             }
-            if (rc > 0 && ctx && (pfd[1].revents & (POLLIN | POLLHUP | POLLERR))) {
-                if (redisBufferRead(ctx) != REDIS_OK) {
-                    broken = true;
-                }
+            if (rc > 0 && ctx &&
+                (pfd[1].revents & (POLLIN | POLLHUP | POLLERR) ||
+                 (ctx->wants_write && (pfd[1].revents & POLLOUT)))) {
+                broken = !drain(ctx);
             }
         }
 
         pthread_mutex_lock(&c->ps_mu);
         if (ctx && !broken) {
             void *rep = NULL;
-            while (redisGetReplyFromReader(ctx, &rep) == REDIS_OK && rep) {
+            int rc;
+            while ((rc = redisReaderGetReply(ctx->reader, &rep)) == REDIS_OK && rep) {
                 rlock__pubsub_on_reply(c, rep);
                 freeReplyObject(rep);
                 rep = NULL;
             }
-            broken = ctx->err != 0;
+            broken = rc != REDIS_OK;
         }
         if (broken) {
-            c->ps_ctx = NULL; /* before the free: a fork() in between leaks, never frees twice */
-            redisFree(ctx);
+            c->ps_link = NULL; /* before the free: a fork() in between leaks, never frees twice */
+            rlock__link_close(ctx);
             ctx = NULL;
             out.len = 0;
             retry_at = 0;
@@ -723,11 +743,9 @@ static void *pubsub_main(void *arg)
             connection_reset(c);
         }
     }
-    c->ps_ctx = NULL;
+    c->ps_link = NULL;
     pthread_mutex_unlock(&c->ps_mu);
-    if (ctx) {
-        redisFree(ctx);
-    }
+    rlock__link_close(ctx);
     free(out.buf);
     return NULL;
 }
@@ -748,7 +766,7 @@ static rlock_status probe_channels(rlock_client *c)
     redisReply *rep[2] = {NULL, NULL};
     rlock_status st = RLOCK_ENOMEM;
     if (lens[0] > 0 && lens[1] > 0 && cmds[0] && cmds[1]) {
-        rlock__conn conn = {c->ps_ctx, true, false};
+        rlock__conn conn = {c->ps_link, true, false};
         st = rlock__conn_exchange(&conn, 2, cmds, lens, rep,
                                   rlock__now_ms() + c->cfg.command_timeout_ms, -1);
     } else {
@@ -778,15 +796,13 @@ rlock_status rlock__pubsub_start(rlock_client *c)
      * first waiter does not pay for it, and a fork() right after
      * rlock_client_new() cannot catch the thread half-way through a
      * connect (whose memory the child could not free). */
-    rlock_status st = rlock__connect(c, &c->ps_ctx, -1);
+    rlock_status st = rlock__connect(c, &c->ps_link, -1);
     if (st == RLOCK_OK) {
         st = probe_channels(c);
     }
     if (st != RLOCK_OK) {
-        if (c->ps_ctx) {
-            redisFree(c->ps_ctx);
-            c->ps_ctx = NULL;
-        }
+        rlock__link_close(c->ps_link);
+        c->ps_link = NULL;
         return st;
     }
     pthread_mutex_init(&c->ps_mu, NULL);
@@ -812,8 +828,8 @@ fail_pipe:
     rlock__map_destroy(&c->chans);
 fail_map:
     pthread_mutex_destroy(&c->ps_mu);
-    redisFree(c->ps_ctx);
-    c->ps_ctx = NULL;
+    rlock__link_close(c->ps_link);
+    c->ps_link = NULL;
     return st;
 }
 
@@ -839,11 +855,12 @@ void rlock__pubsub_stop(rlock_client *c)
 
 void rlock__pubsub_free(rlock_client *c)
 {
-    if (c->ps_ctx) {
+    if (c->ps_link) {
         /* Only in a fork()ed child: the parent's thread did not free it.
-         * Closing our copy of the socket sends nothing to Redis. */
-        redisFree(c->ps_ctx);
-        c->ps_ctx = NULL;
+         * Closing our copy of the socket sends nothing to Redis (no TLS
+         * close_notify either: the link knows it is not its opener's). */
+        rlock__link_close(c->ps_link);
+        c->ps_link = NULL;
     }
     if (!c->chans.slots) {
         return;

@@ -43,8 +43,14 @@ static void queue_latch(rlock *l, const char *rid)
  * key's TTL: the registry's deadline follows it). */
 static void apply(rlock *l, uint64_t tid, rlock__released r, const char *rid, int64_t sent_ms)
 {
-    rlock__hold_released(l->c, l->name, l->namelen, tid, r != RLOCK__PARTIAL, sent_ms);
-    if (r != RLOCK__NOT_HELD && rid) {
+    if (r == RLOCK__NOT_HELD) {
+        /* Nothing of ours in Redis: the caller is told RLOCK_ELOST (when
+         * it had a hold) and the levels left unwind with RLOCK_ELOST. */
+        rlock__hold_unwound_lost(l->c, l->name, l->namelen, tid, true);
+        return;
+    }
+    rlock__hold_released(l->c, l->name, l->namelen, tid, r == RLOCK__FREED, sent_ms);
+    if (rid) {
         queue_latch(l, rid);
     }
 }
@@ -155,7 +161,7 @@ rlock_status rlock__release(rlock *l)
     if (st == RLOCK_OK) {
         apply(l, tid, r, once && !resend ? rid : NULL, sent);
         if (r == RLOCK__NOT_HELD) {
-            st = (v.count > 0 || v.lost)
+            st = (v.count > 0 || v.lost || v.lost_levels > 0)
                      ? rlock__fail(RLOCK_ELOST, "this thread's hold of the lock was lost")
                      : rlock__fail(RLOCK_ENOTOWNER, "the calling thread does not hold the lock");
         }

@@ -144,6 +144,9 @@ typedef struct rlock__kind {
     /* The owner's hold count in Redis (outcome checks after a lost reply). */
     rlock_status (*count)(struct rlock *l, const char *owner, int64_t *count,
                           int64_t deadline_ms);
+    /* Whether anyone holds it: -2 free, -1 held with no expiry, else the
+     * holder's lease left in ms. A read, safe to send again. */
+    rlock_status (*holder_ttl)(struct rlock *l, int64_t *ttl, int64_t deadline_ms);
     /* Renewal: KEYS = names, ARGV[1] = lease, ARGV[1 + i] = owner of
      * KEYS[i]; the reply is an array of 0 (gone) or the key's TTL after the
      * renewal (-1: none). It extends a TTL to the lease, never shortens one
@@ -184,6 +187,44 @@ void rlock__owner(const rlock_client *c, uint64_t tid, char *buf);
  * renewal (-1: no expiry); left as it was (RLOCK__RENEW_UNANSWERED) when
  * the reply is of another shape (watchdog.c; fuzzed). */
 void rlock__parse_renewal(const redisReply *r, size_t k, int64_t *res);
+
+/* ---- a place in a name's local queue of waiters (wait.c) ------------- */
+
+/* Shared by every wait on a lock name (the acquire loop,
+ * rlock_wait_unlocked()): one waiter of the name's channel entry, watched
+ * by the caller's token. Zeroed: not joined. */
+typedef struct rlock__waitq {
+    rlock__chan *ch;
+    rlock__waiter *w;
+    rlock_cancel *cancel; /* the token it is registered with, or NULL */
+} rlock__waitq;
+
+/* Joins l's queue (subscribing if first), registers the token and waits
+ * until the subscription is confirmed, deadline_ms or subscribe_timeout_ms
+ * (then it goes on: the caller sleeps on the holder's lease). *behind:
+ * other local waiters were queued; *hint_ms: when the holder's lease ends
+ * as their latest attempt saw it (-1 unknown). RLOCK_ECANCELED,
+ * RLOCK_ECLOSED, RLOCK_EPERM (SUBSCRIBE refused), RLOCK_ENOMEM; on any
+ * status the caller leaves with rlock__waitq_leave(). */
+rlock_status rlock__waitq_join(struct rlock *l, rlock__waitq *q, rlock_cancel *cancel,
+                               int64_t deadline_ms, bool *behind, int64_t *hint_ms);
+/* The channel's wake sequence before a probe or attempt (0 when not
+ * joined), for rlock__waitq_saw_held() after it. */
+uint64_t rlock__waitq_mark(rlock_client *c, const rlock__waitq *q);
+/* The probe or attempt sent after mark found the lock held, the holder's
+ * lease ending at lease_end_ms (-1 none): a wake-up from before the mark
+ * was used; the lease is the hint for newcomers. No-op when not joined. */
+void rlock__waitq_saw_held(rlock_client *c, rlock__waitq *q, uint64_t mark, int64_t lease_end_ms);
+/* Sleeps until woken, a reconnect, the token or deadline_ms (< 0: none).
+ * RLOCK_OK, RLOCK_ECLOSED, RLOCK_ECANCELED, RLOCK_EPERM. */
+rlock_status rlock__waitq_sleep(rlock_client *c, rlock__waitq *q, int64_t deadline_ms);
+/* Leaves the queue (no-op when not joined): see rlock__chan_leave(). */
+void rlock__waitq_leave(rlock_client *c, rlock__waitq *q, bool acquired, int64_t lease_end_ms);
+/* Waits until nobody holds l, without taking it: RLOCK_OK when seen free,
+ * RLOCK_EBUSY when still held after wait_ms (< 0 forever, 0 one probe),
+ * RLOCK_EDEADLK when the calling thread holds it, RLOCK_ECANCELED, and
+ * the statuses of a call that reaches Redis. */
+rlock_status rlock__wait_unlocked(struct rlock *l, int64_t wait_ms, rlock_cancel *cancel);
 
 /* ---- acquire and release (acquire.c, release.c) ---------------------- */
 
