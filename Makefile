@@ -86,9 +86,8 @@ $(B)/librlock.so: $(LIB_OBJ)
 $(B)/rlock: $(TOOL_SRC) tools/cli.h src/tool.h $(B)/librlock.a include/rlock.h
 	$(CC) $(ALL_CFLAGS) -o $@ $(TOOL_SRC) $(B)/librlock.a $(ALL_LDFLAGS) $(RL_LDLIBS)
 
-# The bench's floor speaks TLS itself (bench/wire.c), whatever the library does.
 $(B)/rlock-bench: $(BENCH_SRC) bench/bench.h $(B)/librlock.a include/rlock.h
-	$(CC) $(ALL_CFLAGS) -o $@ $(BENCH_SRC) $(B)/librlock.a $(ALL_LDFLAGS) $(RL_LDLIBS) -lssl -lcrypto -lm
+	$(CC) $(ALL_CFLAGS) -o $@ $(BENCH_SRC) $(B)/librlock.a $(ALL_LDFLAGS) $(RL_LDLIBS) -lm
 
 $(B)/examples/%: examples/%.c $(B)/librlock.a include/rlock.h
 	@mkdir -p $(B)/examples
@@ -171,7 +170,7 @@ BENCH_ARGS ?=
 ANCHORS    ?= ../shared/bench-anchors
 bench: deps
 	$(MAKE) $(B)/rlock-bench
-	sh scripts/with-redis.sh --tls $(B)/rlock-bench $(BENCH_ARGS)
+	sh scripts/with-redis.sh --tls $(B)/rlock-bench --pin $(BENCH_ARGS)
 
 # The shared peer harness with rlock as one more runner (~1.5 min). It runs
 # from a copy in $(B)/bench-anchors, where its npm packages are installed and

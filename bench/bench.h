@@ -42,6 +42,12 @@ void bench_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 extern bool bench_quiet;
 void *bench_xcalloc(size_t n, size_t size);
 
+/* Pins the main thread of the redis-server behind r to cpu; false when the
+ * server is not a local redis-server of this user (nothing changed). */
+bool bench_pin_server(redisContext *r, const char *host, int cpu);
+/* Pins the calling thread to cpu (< 0: every CPU); dies on failure. */
+void bench_pin_self(int cpu);
+
 /* A direct hiredis connection to host:port; dies on failure. */
 redisContext *bench_connect(const char *host, int port);
 /* Runs a command; dies on transport errors and error replies. */
@@ -52,8 +58,7 @@ double bench_info(redisContext *r, const char *section, const char *field, const
 
 /* A client for redis://host:port (watchdog_ms 0: the default); dies on failure. */
 rlock_client *bench_client(const char *host, int port, int64_t watchdog_ms);
-/* A client for rediss://host:port with tls's settings; NULL when the
- * library cannot speak TLS. Dies on other failures. */
+/* A client for rediss://host:port with tls's settings; dies on failure. */
 struct bench_tls;
 rlock_client *bench_client_tls(const char *host, int port, const struct bench_tls *tls);
 rlock *bench_lock(rlock_client *c, const char *name);
@@ -129,6 +134,10 @@ typedef struct bench_ctx {
     bench_tls tls;
     rlock_client *ctls;
     bench_floor *floor[2]; /* by transport */
+    /* --pin: the server's main thread on CPU 0, and the pairs measured
+     * with this thread on CPU 0 (the placement the main figures are of)
+     * and on CPU 1; false: wherever the scheduler puts them. */
+    bool pin;
 } bench_ctx;
 
 /* Figures of one round; NaN where a scenario did not run. By transport:
@@ -146,6 +155,8 @@ typedef struct bench_round {
     double pair_usec;       /* Redis usec per rlock script call */
     double tls_vs_tcp;       /* rlock's TLS pairs/s / its TCP pairs/s */
     double tls_floor_vs_tcp; /* the same for the floor */
+    /* --pin: the same with the bench on the other CPU than the server */
+    double other_floor_pps[2], other_pairs_per_s[2], other_ratio[2], other_tls_vs_tcp;
     double nest_first_us;   /* lock, hold count 0 -> 1 */
     double nest_reenter_us; /* lock, 1 -> 2 .. 10 -> 11 (mean of medians) */
     double nest_partial_us; /* unlock, 11 -> 10 .. 2 -> 1 */

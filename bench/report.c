@@ -66,18 +66,20 @@ static int print_row(const row *w, const bench_round *rs, int n)
 
 static void print_rounds(const bench_round *rs, int n)
 {
-    char a[32], b[32], c[32], d[32], e[32], f[32], g[32], h[32];
+    char a[32], b[32], c[32], d[32], e[32], f[32], g[32], h[32], o1[32], o2[32];
     printf("Rounds in the order they ran (floor and pairs measured in alternating slices):\n\n"
            "| round | floor pairs/s | rlock pairs/s | ratio | TLS floor pairs/s | TLS rlock "
-           "pairs/s | TLS ratio | TLS ÷ TCP | registry B/lock |\n"
-           "|---|---|---|---|---|---|---|---|---|\n");
+           "pairs/s | TLS ratio | TLS ÷ TCP | other CPU: ratio | other CPU: TLS ratio | "
+           "registry B/lock |\n"
+           "|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < n; i++) {
         const bench_round *r = &rs[i];
-        printf("| %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", i + 1,
+        printf("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", i + 1,
                num(a, r->floor_pps[BENCH_TCP], 0), num(b, r->pairs_per_s[BENCH_TCP], 0),
                num(c, r->ratio[BENCH_TCP], 3), num(d, r->floor_pps[BENCH_TLS], 0),
                num(e, r->pairs_per_s[BENCH_TLS], 0), num(f, r->ratio[BENCH_TLS], 3),
-               num(g, r->tls_vs_tcp, 3), num(h, r->wd_registry_b, 0));
+               num(g, r->tls_vs_tcp, 3), num(o1, r->other_ratio[BENCH_TCP], 3),
+               num(o2, r->other_ratio[BENCH_TLS], 3), num(h, r->wd_registry_b, 0));
     }
     printf("\n");
 }
@@ -115,27 +117,57 @@ int bench_report_main(bench_ctx *x, int rounds, int held)
         x->floor[BENCH_TLS] = bench_floor_new(x->host, x->tls_port, &x->tls, name);
         x->ctls = bench_client_tls(x->host, x->tls_port, &x->tls);
     }
+    if (x->pin && (sysconf(_SC_NPROCESSORS_ONLN) < 2 || !bench_pin_server(x->r, x->host, 0))) {
+        bench_note("--pin: the server is not a local redis-server of this user, or there is "
+                   "one CPU: not pinned");
+        x->pin = false;
+    }
+    if (x->pin) {
+        bench_pin_self(0);
+    }
     warm_up(x);
     bench_round *rs = bench_xcalloc((size_t)rounds, sizeof *rs);
     int64_t t0 = bench_now_ns();
     int slices = x->quick ? 3 : 5, n = x->quick ? 1000 : 4000;
     for (int i = 0; i < rounds; i++) {
-        bench_note("round %d/%d: floor and uncontended%s, nested, watchdog (%d locks)", i + 1,
-                   rounds, x->tls_port ? " (TCP and TLS)" : "", held);
-        bench_acc acc;
-        memset(&acc, 0, sizeof acc);
-        for (int k = 0; k < slices; k++) {
-            /* floor, rlock, TLS floor, TLS rlock; the next slice backwards */
-            for (int m = 0; m < 4; m++) {
-                int s = k % 2 ? 3 - m : m;
-                if (s % 2) {
-                    bench_slice_pairs(x, s / 2, n, &acc);
-                } else {
-                    bench_slice_floor(x, s / 2, n, &acc);
+        bench_note("round %d/%d: floor and uncontended%s%s, nested, watchdog (%d locks)", i + 1,
+                   rounds, x->tls_port ? " (TCP and TLS)" : "",
+                   x->pin ? " on the server's CPU and on the other" : "", held);
+        /* Placement 0: the main figures (with --pin: this thread on the
+         * server's CPU); 1: this thread on the other CPU (--pin only). */
+        for (int p = 0; p < (x->pin ? 2 : 1); p++) {
+            if (x->pin) {
+                bench_pin_self(p);
+            }
+            bench_acc acc;
+            memset(&acc, 0, sizeof acc);
+            for (int k = 0; k < slices; k++) {
+                /* floor, rlock, TLS floor, TLS rlock; the next slice backwards */
+                for (int m = 0; m < 4; m++) {
+                    int s = k % 2 ? 3 - m : m;
+                    if (s % 2) {
+                        bench_slice_pairs(x, s / 2, n, &acc);
+                    } else {
+                        bench_slice_floor(x, s / 2, n, &acc);
+                    }
                 }
             }
+            if (p == 0) {
+                bench_speed(&acc, &rs[i]);
+                continue;
+            }
+            bench_round o;
+            bench_speed(&acc, &o);
+            for (int t = BENCH_TCP; t <= BENCH_TLS; t++) {
+                rs[i].other_floor_pps[t] = o.floor_pps[t];
+                rs[i].other_pairs_per_s[t] = o.pairs_per_s[t];
+                rs[i].other_ratio[t] = o.ratio[t];
+            }
+            rs[i].other_tls_vs_tcp = o.tls_vs_tcp;
         }
-        bench_speed(&acc, &rs[i]);
+        if (x->pin) {
+            bench_pin_self(0); /* nested and watchdog: on the server's CPU too */
+        }
         bench_scn_nested(x, &rs[i]);
         bench_scn_watchdog(x, held, &rs[i]);
     }
@@ -154,8 +186,7 @@ int bench_report_main(bench_ctx *x, int rounds, int held)
         load[strcspn(load, " ")] = '\0'; /* the 1-minute figure */
     }
     if (x->tls_port) {
-        snprintf(tls_note, sizeof tls_note, "TLS on port %d of the same server%s. ", x->tls_port,
-                 x->ctls ? "" : " (floor only: this library has no rediss://)");
+        snprintf(tls_note, sizeof tls_note, "TLS on port %d of the same server. ", x->tls_port);
     }
     printf("redis-server %.*s on %s:%d, %ld CPUs. %s%d interleaved rounds (each: "
            "floor and uncontended pairs, nested, watchdog), %.0f s, load average %s at the "
@@ -164,6 +195,13 @@ int bench_report_main(bench_ctx *x, int rounds, int held)
            "blocking connection (bench/floor.c).\n\n",
            ver ? (int)strcspn(ver + 14, "\r\n") : 1, ver ? ver + 14 : "?", x->host, x->port,
            sysconf(_SC_NPROCESSORS_ONLN), tls_note, rounds, total, load);
+    printf("%s\n\n", x->pin ? "Pinned (--pin): the server's main thread on CPU 0; the figures "
+                              "are measured with the bench on CPU 0, the rows \"other CPU\" "
+                              "with it on CPU 1 (a round trip then waits for the other vCPU "
+                              "to wake up, several times slower on these VMs)."
+                            : "Not pinned: the scheduler places the bench and the server, "
+                              "on one CPU or on two, which changes the rate several times "
+                              "over on these VMs; read the ratios, not the rates.");
     freeReplyObject(v);
     char wd[4][128];
     snprintf(wd[0], sizeof wd[0], "watchdog, %d held: registry bytes per held lock", held);
@@ -193,6 +231,13 @@ int bench_report_main(bench_ctx *x, int rounds, int held)
         {"TLS uncontended: pair latency p50 µs", F(pair_p50_us[1]), 1, 0, 0},
         {"TLS floor: client CPU µs per pair", F(floor_cpu_us[1]), 1, 0, 0},
         {"TLS uncontended: rlock client CPU µs per pair", F(pair_cpu_us[1]), 1, 0, 0},
+        {"other CPU: floor pairs/s", F(other_floor_pps[0]), 0, 0, 0},
+        {"other CPU: rlock pairs/s", F(other_pairs_per_s[0]), 0, 0, 0},
+        {"other CPU: **ratio** rlock ÷ floor", F(other_ratio[0]), 3, '>', 0.9},
+        {"other CPU: TLS floor pairs/s", F(other_floor_pps[1]), 0, 0, 0},
+        {"other CPU: TLS rlock pairs/s", F(other_pairs_per_s[1]), 0, 0, 0},
+        {"other CPU: **TLS ratio** rlock ÷ floor", F(other_ratio[1]), 3, '>', 0.9},
+        {"other CPU: TLS ÷ TCP, rlock pairs/s", F(other_tls_vs_tcp), 3, 0, 0},
         {"nested: first lock (hold 0 → 1) p50 µs", F(nest_first_us), 1, 0, 0},
         {"nested: re-entry (1 → 2 … 10 → 11) p50 µs", F(nest_reenter_us), 1, 0, 0},
         {"nested: re-entry p50 at depth 10 ÷ depth 1", F(nest_slope), 2, '<', 1.25},

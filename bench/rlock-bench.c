@@ -13,7 +13,7 @@
 static void usage(FILE *f)
 {
     fprintf(f, "usage: rlock-bench [--url redis://HOST:PORT] [TLS] [--rounds R] [--held N] "
-               "[--quick]\n"
+               "[--quick] [--pin]\n"
                "       rlock-bench --loop N [--url redis://HOST:PORT] [TLS --tls]\n"
                "       rlock-bench --floor N [--url redis://HOST:PORT] [TLS --tls]\n"
                "       rlock-bench --slices [--url redis://HOST:PORT]   (driven by bench/ab.sh)\n"
@@ -104,9 +104,6 @@ static int loop(bench_ctx *x, bool tls, uint64_t n)
 {
     rlock_client *c = tls ? bench_client_tls(x->host, x->tls_port, &x->tls)
                           : bench_client(x->host, x->port, 0);
-    if (!c) {
-        bench_die("--loop --tls: this library has no rediss://");
-    }
     rlock *l = bench_lock(c, "rlock-bench:loop");
     uint64_t errors = 0;
     bench_pairs(l, 300, 0, NULL, &errors);
@@ -191,6 +188,8 @@ int main(int argc, char **argv)
             loop_n = (uint64_t)number(argc, argv, &i, 1);
         } else if (strcmp(a, "--floor") == 0) {
             floor_n = (uint64_t)number(argc, argv, &i, 1);
+        } else if (strcmp(a, "--pin") == 0) {
+            x.pin = true;
         } else if (strcmp(a, "--slices") == 0) {
             sliced = true;
         } else if (strcmp(a, "--tls") == 0) {

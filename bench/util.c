@@ -2,6 +2,10 @@
  * shared by the runner and the standalone report. */
 #include "bench.h"
 
+#include <pthread.h>
+#include <sched.h>
+#include <unistd.h>
+
 #include <errno.h>
 #include <malloc.h>
 #include <math.h>
@@ -104,6 +108,48 @@ void *bench_xcalloc(size_t n, size_t size)
     return p;
 }
 
+bool bench_pin_server(redisContext *r, const char *host, int cpu)
+{
+    if (strcmp(host, "127.0.0.1") != 0 && strcmp(host, "localhost") != 0 &&
+        strcmp(host, "::1") != 0) {
+        return false;
+    }
+    long pid = (long)bench_info(r, "server", "process_id", NULL);
+    char path[64], comm[64] = "";
+    snprintf(path, sizeof path, "/proc/%ld/comm", pid);
+    FILE *f = pid > 0 ? fopen(path, "r") : NULL;
+    if (f) {
+        if (!fgets(comm, sizeof comm, f)) {
+            comm[0] = '\0';
+        }
+        fclose(f);
+    }
+    /* The pid must be a redis-server of this machine: INFO of a server
+     * behind a forwarded port could name any local process. */
+    if (strncmp(comm, "redis-server", 12) != 0) {
+        return false;
+    }
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    return sched_setaffinity((pid_t)pid, sizeof set, &set) == 0; /* its main thread */
+}
+
+void bench_pin_self(int cpu)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    for (long i = 0; i < n && i < CPU_SETSIZE; i++) {
+        if (cpu < 0 || i == cpu) {
+            CPU_SET(i, &set);
+        }
+    }
+    if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0) {
+        bench_die("cannot pin the bench to CPU %d", cpu);
+    }
+}
+
 redisContext *bench_connect(const char *host, int port)
 {
     struct timeval tv = {5, 0};
@@ -178,11 +224,31 @@ rlock_client *bench_client(const char *host, int port, int64_t watchdog_ms)
 
 rlock_client *bench_client_tls(const char *host, int port, const bench_tls *tls)
 {
-    /* This library has no rediss:// yet: the TLS rows show the floor only. */
+#ifdef BENCH_NO_LIB_TLS
+    /* A baseline built before the library had rediss:// (an A/B build,
+     * docs/performance.md): the floor speaks TLS, the library cannot. */
     (void)host;
     (void)port;
     (void)tls;
-    return NULL;
+    bench_die("this build's library has no rediss:// (built with -DBENCH_NO_LIB_TLS)");
+#else
+    char url[300];
+    snprintf(url, sizeof url, "rediss://%s:%d", host, port);
+    rlock_config cfg;
+    rlock_config_init(&cfg);
+    cfg.url = url;
+    cfg.tls_ca_file = tls->ca_file;
+    cfg.tls_cert_file = tls->cert_file;
+    cfg.tls_key_file = tls->key_file;
+    cfg.tls_server_name = tls->server_name;
+    cfg.tls_insecure = tls->insecure;
+    rlock_client *c = NULL;
+    rlock_status s = rlock_client_new(&cfg, &c);
+    if (s != RLOCK_OK) {
+        bench_die("rlock_client_new(%s): %s: %s", url, rlock_status_name(s), rlock_last_error());
+    }
+    return c;
+#endif
 }
 
 rlock *bench_lock(rlock_client *c, const char *name)
