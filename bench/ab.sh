@@ -10,14 +10,18 @@
 # Needs RLOCK_URL:
 #   sh scripts/with-redis.sh sh bench/ab.sh OLD/rlock-bench NEW/rlock-bench [ROUNDS=9] [PAIRS=5000]
 # PAIRS is per side and round, in SLICES (env, default 10) slices.
-# PIN (env): where A and B run against the server, which is pinned to CPU 0
-# (a local server of this user, found by its port). On these VMs a round
-# trip to a server on the other CPU costs ~75 us of wake-up latency (idle
-# vCPUs), on the same CPU ~10 us, so the two placements measure different
-# things and an unpinned run mixes them at random:
-#   same  (default) A and B on CPU 0: the client's CPU cost shows fully
-#   other           A and B on CPU 1: wake-up latency dominates
+# PIN (env): where A and B measure, against the server's main thread pinned
+# to CPU 0 (a local server of this user, found by its port). On these VMs a
+# round trip to a server on the other CPU costs ~75 us of wake-up latency
+# (idle vCPUs), on the same CPU ~10 us, so the two placements measure
+# different things and an unpinned run mixes them at random:
+#   same  (default) the measuring threads on CPU 0: the client's CPU shows
+#   other           on CPU 1: wake-up latency dominates
+#   same-all, other-all  whole processes (rlock's own threads too) there
 #   none            nothing pinned
+# As make bench --pin does, same and other pin only the thread that runs
+# the pairs: rlock's own threads (watchdog, pub/sub) run where the
+# scheduler puts them, as in an application.
 set -eu
 a=$1
 b=$2
@@ -37,6 +41,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 pin=${PIN:-same}
+cpu=
 set --
 if [ "$pin" != none ]; then
     port=${RLOCK_URL##*:}
@@ -44,15 +49,19 @@ if [ "$pin" != none ]; then
     spid=$(redis-cli -p "$port" INFO server | tr -d '\r' | awk -F: '$1 == "process_id" { print $2 }')
     taskset -apc 0 "$spid" >/dev/null
     case $pin in
-    same) set -- taskset -c 0 ;;
-    other) set -- taskset -c 1 ;;
-    *) echo "ab.sh: PIN is same, other or none" >&2; exit 2 ;;
+    same) cpu="--cpu 0" ;;
+    other) cpu="--cpu 1" ;;
+    same-all) set -- taskset -c 0 ;;
+    other-all) set -- taskset -c 1 ;;
+    *) echo "ab.sh: PIN is same, other, same-all, other-all or none" >&2; exit 2 ;;
     esac
 fi
 mkfifo "$d/a.in" "$d/a.out" "$d/b.in" "$d/b.out"
-"$@" "$a" --slices <"$d/a.in" >"$d/a.out" &
+# shellcheck disable=SC2086 # $cpu is empty or two words
+"$@" "$a" --slices $cpu <"$d/a.in" >"$d/a.out" &
 pa=$!
-"$@" "$b" --slices <"$d/b.in" >"$d/b.out" &
+# shellcheck disable=SC2086
+"$@" "$b" --slices $cpu <"$d/b.in" >"$d/b.out" &
 pb=$!
 exec 3>"$d/a.in" 4<"$d/a.out" 5>"$d/b.in" 6<"$d/b.out"
 read -r ready <&4

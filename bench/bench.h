@@ -138,6 +138,7 @@ typedef struct bench_ctx {
      * with this thread on CPU 0 (the placement the main figures are of)
      * and on CPU 1; false: wherever the scheduler puts them. */
     bool pin;
+    int cpu; /* --slices --cpu N: the measuring thread's CPU (-1: any) */
 } bench_ctx;
 
 /* Figures of one round; NaN where a scenario did not run. By transport:

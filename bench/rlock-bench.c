@@ -16,7 +16,7 @@ static void usage(FILE *f)
                "[--quick] [--pin]\n"
                "       rlock-bench --loop N [--url redis://HOST:PORT] [TLS --tls]\n"
                "       rlock-bench --floor N [--url redis://HOST:PORT] [TLS --tls]\n"
-               "       rlock-bench --slices [--url redis://HOST:PORT]   (driven by bench/ab.sh)\n"
+               "       rlock-bench --slices [--cpu N] [--url redis://HOST:PORT]   (bench/ab.sh)\n"
                "       rlock-bench --port P --scenario uncontended|contended [--n N]\n"
                "                   [--duration S] [--workers W] [--lock-key K] "
                "[--counter-key C]\n"
@@ -131,6 +131,12 @@ static int slices(bench_ctx *x)
     rlock *l = bench_lock(c, name);
     snprintf(name, sizeof name, "rlock-bench:ab:%ld:floor", (long)getpid());
     bench_floor *f = bench_floor_new(x->host, x->port, NULL, name);
+    if (x->cpu >= 0) {
+        /* Only this thread, as --pin does in the report: the client's own
+         * threads, made above, run wherever the scheduler puts them, as in
+         * an application. */
+        bench_pin_self(x->cpu);
+    }
     uint64_t errors = 0;
     bench_pairs(l, 300, 0, NULL, &errors);
     bench_floor_pairs(f, 300, NULL);
@@ -162,6 +168,7 @@ int main(int argc, char **argv)
     bench_runner_args ra = {0, NULL, 20000, 5.0, 8, "bench:lock", "bench:counter"};
     bench_ctx x;
     memset(&x, 0, sizeof x);
+    x.cpu = -1;
     const char *url = getenv("RLOCK_URL");
     const char *tls_url = getenv("RLOCK_TLS_URL");
     x.tls.ca_file = getenv("RLOCK_TLS_CACERT");
@@ -192,6 +199,8 @@ int main(int argc, char **argv)
             x.pin = true;
         } else if (strcmp(a, "--slices") == 0) {
             sliced = true;
+        } else if (strcmp(a, "--cpu") == 0) {
+            x.cpu = (int)number(argc, argv, &i, 0);
         } else if (strcmp(a, "--tls") == 0) {
             over_tls = true;
         } else if (strcmp(a, "--tls-url") == 0) {
