@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "proxy.h"
 
 TestSuite(revunwind, .timeout = 90);
 
@@ -502,6 +503,58 @@ Test(revunwind, edeadlk_other_handle_and_lost_hold)
     rlock_free(o);
     rlock_client_free(c);
     rlock_client_free(other);
+    free(name);
+}
+
+/* The caller's own acquire went unanswered (it ran: Redis holds the
+ * caller's field) and is left in doubt. rlock_wait_unlocked() is "every
+ * call ... first settles" territory and promises RLOCK_EDEADLK when the
+ * calling thread holds the lock, as Redis confirms; it must not sit out
+ * the wait (or the whole lease) on the caller's own hold and answer
+ * RLOCK_EBUSY. */
+Test(revunwind, wait_unlocked_on_own_acquire_in_doubt)
+{
+    tp_proxy *p = tp_new(th_port());
+    cr_assert(p != NULL && tp_start(p) == 0, "cannot start the proxy");
+    char u[64];
+    snprintf(u, sizeof u, "redis://127.0.0.1:%d", tp_port(p));
+    rlock_config cfg;
+    rlock_config_init(&cfg);
+    cfg.url = u;
+    cfg.command_timeout_ms = 500;
+    cfg.connect_timeout_ms = 500;
+    cfg.retry_timeout_ms = 1000;
+    rlock_client *c = th_client_cfg(&cfg);
+    redisContext *r = th_redis(0);
+    char *name = th_name("ru-doubt");
+    char *owner = th_owner(c, rlock_thread_id());
+    rlock *l;
+    th_ok(rlock_new(c, name, &l));
+    /* Warm the scripts and the pool. */
+    th_ok(rlock_lock(l, 20000));
+    th_ok(rlock_unlock(l));
+    /* Every reply in the next 1.5 s comes 2.5 s late: the acquire runs,
+     * its answer (and the resend's) misses the command timeout. */
+    tp_delay(p, TP_REPLIES, 1500, 2500);
+    rlock_status st = rlock_try_lock(l, 0, 20000);
+    cr_assert(st == RLOCK_ETIMEDOUT || st == RLOCK_EIO, "try_lock: %s", rlock_status_name(st));
+    th_wait_exists(r, name, 1, 3000);
+    cr_assert_eq(th_hget_int(r, name, owner), 1, "the acquire did not run");
+    th_sleep_ms(3000); /* the delays are over */
+    int64_t t0 = th_now_ms();
+    st = rlock_wait_unlocked(l, 3000, NULL);
+    int64_t took = th_now_ms() - t0;
+    cr_assert(st == RLOCK_EDEADLK || st == RLOCK_OK,
+              "wait_unlocked on the caller's own hold in doubt: %s after %lld ms (Redis: "
+              "field %lld, PTTL %lld)",
+              rlock_status_name(st), (long long)took, th_hget_int(r, name, owner),
+              th_pttl(r, name));
+    rlock_free(l);
+    rlock_client_free(c);
+    cr_assert_eq(th_exists(r, name), 0, "the close left the hold");
+    tp_free(p);
+    redisFree(r);
+    free(owner);
     free(name);
 }
 
