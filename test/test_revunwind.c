@@ -650,3 +650,14 @@ Test(revunwind, header_still_compiles_as_c89)
                      "rlock.h no longer compiles with clang -std=c89");
     }
 }
+
+/* make docs-check (part of make check) refuses a man page in the tree that
+ * names a version (docs/engine.md, commit 54d245b); rlock_wait_unlocked.3
+ * came with "rlock @VERSION@" in its .TH line, so make check stops there,
+ * before any test runs. */
+Test(revunwind, man_pages_in_the_tree_name_no_version)
+{
+    int rc = system("grep -l '@VERSION@' docs/man3/*.3 >&2");
+    cr_assert_neq(rc, 0, "a man page in docs/man3 names @VERSION@ (see above): make "
+                         "docs-check fails, and with it make check");
+}
