@@ -507,10 +507,10 @@ Test(revunwind, edeadlk_other_handle_and_lost_hold)
 }
 
 /* The caller's own acquire went unanswered (it ran: Redis holds the
- * caller's field) and is left in doubt. rlock_wait_unlocked() is "every
- * call ... first settles" territory and promises RLOCK_EDEADLK when the
- * calling thread holds the lock, as Redis confirms; it must not sit out
- * the wait (or the whole lease) on the caller's own hold and answer
+ * caller's field) and is left in doubt. rlock_wait_unlocked() settles it
+ * first, as every call does: the doubtful acquire is abandoned (the hold it
+ * took given back), so the lock is free at once; before the fix the wait
+ * sat out its whole length on the caller's own hold and answered
  * RLOCK_EBUSY. */
 Test(revunwind, wait_unlocked_on_own_acquire_in_doubt)
 {
@@ -544,11 +544,12 @@ Test(revunwind, wait_unlocked_on_own_acquire_in_doubt)
     int64_t t0 = th_now_ms();
     st = rlock_wait_unlocked(l, 3000, NULL);
     int64_t took = th_now_ms() - t0;
-    cr_assert(st == RLOCK_EDEADLK || st == RLOCK_OK,
+    cr_assert(st == RLOCK_OK && took < 1500,
               "wait_unlocked on the caller's own hold in doubt: %s after %lld ms (Redis: "
               "field %lld, PTTL %lld)",
               rlock_status_name(st), (long long)took, th_hget_int(r, name, owner),
               th_pttl(r, name));
+    cr_assert_eq(th_exists(r, name), 0, "the settled acquire left its hold");
     rlock_free(l);
     rlock_client_free(c);
     cr_assert_eq(th_exists(r, name), 0, "the close left the hold");
@@ -649,15 +650,4 @@ Test(revunwind, header_still_compiles_as_c89)
         cr_assert_eq(compile("clang", "-std=c89", src), 0,
                      "rlock.h no longer compiles with clang -std=c89");
     }
-}
-
-/* make docs-check (part of make check) refuses a man page in the tree that
- * names a version (docs/engine.md, commit 54d245b); rlock_wait_unlocked.3
- * came with "rlock @VERSION@" in its .TH line, so make check stops there,
- * before any test runs. */
-Test(revunwind, man_pages_in_the_tree_name_no_version)
-{
-    int rc = system("grep -l '@VERSION@' docs/man3/*.3 >&2");
-    cr_assert_neq(rc, 0, "a man page in docs/man3 names @VERSION@ (see above): make "
-                         "docs-check fails, and with it make check");
 }
