@@ -2,7 +2,7 @@
 # bash completion for rlock(1): installed as
 # $(datadir)/bash-completion/completions/rlock by `make install`.
 #
-#   rlock [--url URL] run [OPTIONS] NAME -- COMMAND [ARG...]
+#   rlock [--url URL] [TLS OPTIONS] run [OPTIONS] NAME -- COMMAND [ARG...]
 #   rlock [--url URL] hold [OPTIONS] NAME
 #   rlock [--url URL] status [--json] NAME
 #   rlock [--url URL] unlock --force NAME
@@ -26,7 +26,10 @@ _rlock()
         cword=$COMP_CWORD
     fi
 
-    local global_opts='--url --redis-timeout -h --help -V --version'
+    # TLS (rediss://): the CA file or directory, a client certificate and
+    # key (mutual TLS), the name to check, and verification off (tests).
+    local tls_opts='--cacert --cacertdir --cert --key --tls-server-name --tls-insecure'
+    local global_opts="--url --redis-timeout $tls_opts -h --help -V --version"
     local commands='run hold status unlock wait'
 
     # Find the sub-command and, for run, the NAME and the `--` after it.
@@ -35,7 +38,8 @@ _rlock()
         local w=${words[i]}
         if [[ -z $cmd ]]; then
             case $w in
-            --url | -u | --redis-timeout) ((i++)) ;;
+            --url | -u | --redis-timeout | --cacert | --cacertdir | --cert | --key | \
+                --tls-server-name) ((i++)) ;;
             --url=*) ;;
             -*) ;;
             *) cmd=$w cmd_at=$i ;;
@@ -49,7 +53,7 @@ _rlock()
         --) dashdash_at=$i ;;
         -w | --wait | -l | --lease | -k | --kill-after | --watchdog | \
             -E | --conflict-exit-code | -c | --command | --url | -u | --signal | \
-            --redis-timeout)
+            --redis-timeout | --cacert | --cacertdir | --cert | --key | --tls-server-name)
             ((i++)) ;;
         -*) ;;
         *) ((name_at)) || name_at=$i ;;
@@ -69,11 +73,22 @@ _rlock()
 
     case $prev in
     --url | -u)
-        COMPREPLY=($(compgen -W 'redis:// unix://' -- "$cur"))
+        COMPREPLY=($(compgen -W 'redis:// rediss:// unix://' -- "$cur"))
         compopt -o nospace 2>/dev/null
         return ;;
     -w | --wait | -l | --lease | -k | --kill-after | --watchdog | --redis-timeout)
         return ;; # a time: 1.5, 500ms, 2m
+    --cacert | --cert | --key)
+        COMPREPLY=($(compgen -f -- "$cur"))
+        compopt -o filenames 2>/dev/null
+        return ;;
+    --cacertdir)
+        COMPREPLY=($(compgen -d -- "$cur"))
+        compopt -o filenames 2>/dev/null
+        return ;;
+    --tls-server-name)
+        COMPREPLY=($(compgen -A hostname -- "$cur"))
+        return ;;
     --pid)
         COMPREPLY=($(compgen -W "$PPID" -- "$cur"))
         return ;;
@@ -111,6 +126,7 @@ _rlock()
               --url --redis-timeout -h --help' ;;
     *) return ;;
     esac
+    opts="$opts $tls_opts"
     if [[ $cur == -* ]]; then
         COMPREPLY=($(compgen -W "$opts" -- "$cur"))
     elif [[ $cmd == run ]] && ((name_at)) && ((cword == name_at + 1)); then

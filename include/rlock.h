@@ -350,7 +350,10 @@ RLOCK_API rlock_status rlock_lock_ex(rlock *l, int64_t wait_ms, int64_t lease_ms
  * retry_timeout_ms within the wait. wait_ms: RLOCK_WAIT_FOREVER (-1),
  * 0 (one look) or up to RLOCK_MAX_TIME_MS. cancel may be NULL. A lock that
  * is taken again at once by a waiter may never be seen free; a lock seen
- * free may be taken by anyone the moment after.
+ * free may be taken by anyone the moment after. An earlier call of this
+ * thread on the name left in doubt (an acquire or unlock whose reply was
+ * lost) is settled first, as by every call: a doubtful acquire is given
+ * back, never waited for.
  * Returns RLOCK_OK (seen free), RLOCK_EBUSY (still held when the wait ran
  * out: contention, as from rlock_try_lock()), RLOCK_EDEADLK (the calling
  * thread holds it: it could never become free while this thread waits;
@@ -510,19 +513,21 @@ RLOCK_API rlock_status rlock_url_redact(const char *url, char *buf, size_t size)
  * else NULL. Since 0.3. */
 #if defined(__GNUC__) && !defined(__cplusplus)
 /* The cleanup function; not to be called directly. */
-static inline void rlock__scoped_release(rlock **held)
+static __inline__ void rlock__scoped_release(rlock **held)
 {
     if (*held) {
         (void)rlock_unlock(*held);
     }
 }
 /* rlock_lock(), and l when it returned RLOCK_OK, else NULL. */
-static inline rlock *rlock__scoped_take(rlock *l, int64_t lease_ms, rlock_status *st)
+static __inline__ rlock *rlock__scoped_take(rlock *l, int64_t lease_ms, rlock_status *st)
 {
     *st = rlock_lock(l, lease_ms);
     return *st == RLOCK_OK ? l : (rlock *)0;
 }
-#define RLOCK_SCOPED_UNLOCK __attribute__((cleanup(rlock__scoped_release)))
+/* unused: a variable named only for its cleanup draws clang's
+ * -Wunused-variable otherwise. */
+#define RLOCK_SCOPED_UNLOCK __attribute__((cleanup(rlock__scoped_release), unused))
 #define RLOCK_SCOPED_LOCK(var, l, lease_ms, st_out) \
     rlock *var RLOCK_SCOPED_UNLOCK = rlock__scoped_take((l), (lease_ms), (st_out))
 #endif

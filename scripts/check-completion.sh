@@ -47,7 +47,12 @@ for mode in plain bash-completion; do
     check "--quiet" rlock wait --q
     check "--redis-timeout" rlock --r
     check "status" rlock --redis-timeout 2s st
-    check "redis:// unix://" rlock --url ''
+    check "redis:// rediss:// unix://" rlock --url ''
+    check "--cacert --cacertdir --cert --key --tls-server-name --tls-insecure" rlock --
+    check "--cacert --tls-insecure" rlock wait --
+    check "--tls-server-name" rlock status --tls
+    check "status" rlock --url rediss://h --cacert ca.pem st
+    check "--" rlock run --cacert ca.pem --cert c.pem --key c.key jobs ''
     check "sleep" rlock run -w 5 jobs -- slee
 done
 [ $fail -eq 0 ] && echo "completion: bash completion answers as expected"
@@ -65,7 +70,7 @@ out=$(timeout 60 zsh -f -s "$here/completions" <<'ZSH' | sed 's/\x1b\[[0-9;?]*[a
 zmodload zsh/zpty
 zpty z "zsh -f -i"
 zpty -w z "PS1='> '; fpath=($1 \$fpath); autoload -Uz compinit; compinit -u -D"
-for l in "rlock " "rlock run --" "rlock run --signal "; do
+for l in "rlock " "rlock run --" "rlock run --signal " "rlock --tls"; do
     zpty -w z "$l"$'\t'
     sleep 1
     zpty -w -n z $'\C-u'
@@ -77,7 +82,7 @@ zpty -d z
 ZSH
 )
 zfail=0
-for w in status hold --shared --watchdog --nonblock KILL; do
+for w in status hold --shared --watchdog --nonblock KILL --tls-server-name --tls-insecure; do
     case $out in
     *"$w"*) ;;
     *) echo "completion: zsh did not offer '$w'"; zfail=1 ;;

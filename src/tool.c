@@ -57,3 +57,11 @@ rlock_status rlock__client_command(rlock_client *c, int argc, const char **argv,
     redisFreeCommand(cmd);
     return st;
 }
+
+#define TOOL_STR_(x) #x
+#define TOOL_STR(x) TOOL_STR_(x)
+
+const char *rlock__hiredis_version(void)
+{
+    return TOOL_STR(HIREDIS_MAJOR) "." TOOL_STR(HIREDIS_MINOR) "." TOOL_STR(HIREDIS_PATCH);
+}

@@ -40,4 +40,8 @@ rlock_status rlock__client_pipeline(rlock_client *c, const char *key, size_t key
 rlock_status rlock__client_command(rlock_client *c, int argc, const char **argv,
                                    const size_t *lens, redisReply **reply);
 
+/* The version of hiredis the library was built with, "major.minor.patch"
+ * (rlock --version; the command itself does not use hiredis). */
+const char *rlock__hiredis_version(void);
+
 #endif

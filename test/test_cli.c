@@ -667,7 +667,7 @@ Test(cli, url_sources_and_forms_agree)
     char *name = th_name("cli-url");
     char *db5 = NULL;
     cr_assert(asprintf(&db5, "%s/5", th_url()) > 0);
-    /* The library (run) and the direct reads (status) pick the same db. */
+    /* run and status (both through the library) pick the same db. */
     cr_assert_eq(RUN(NULL, "run", "--url", db5, name, "--", "sh", "-c",
                      "\"$0\" status --url \"$1\" \"$2\" >/dev/null && "
                      "! \"$0\" status \"$2\" >/dev/null",
@@ -870,7 +870,7 @@ Test(cli, no_output_shows_the_password_and_each_cause_has_its_code)
 
 /* A password with every awkward character: percent-encoded in the URL,
  * hidden in messages in both forms, and passed intact to the library
- * (run) and to the direct connections (status, wait). */
+ * (run, status, wait: all through the library's connections). */
 Test(cli, encoded_password_reaches_the_server_intact)
 {
     const char *pw = "p@ss:w/rd%?#&=";
@@ -1294,8 +1294,8 @@ Test(cli, status_shows_the_holders_connection)
 }
 
 /* A server that accepts connections but answers nothing (CLIENT PAUSE):
- * 69 like an unreachable one, in words that say so, from the direct
- * connections (status) and the library's (run). */
+ * 69 like an unreachable one, in words that say so, from status (the
+ * client's pool) and run (the lock calls). */
 Test(cli, silent_server_exits_69)
 {
     th_server s;

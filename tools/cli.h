@@ -8,37 +8,23 @@
  *   proc.c    the command's process group and its guard (proc.h)
  *   status.c  prints a lock's state
  *   client.c  the library client, and the diagnosis of one not made
- *   redis.c   the pub/sub wait loop that a signal can interrupt, on a direct
- *             hiredis connection (until the library can wait that way)
  *   diag.c    turns failures into messages and exit codes
  *   secret.c  passwords from outside the URL, put into it; argv masking
  *   cli.c     messages, times, freeing secrets
  *
- * The command uses the public API of include/rlock.h; status.c also reads
- * through the client's pool with src/tool.h (internal, resolved by linking
- * librlock.a), and redis.c parses the URL with the library's parser. */
+ * The command talks to Redis only through the library, so that it speaks
+ * whatever the library does (TLS included): the public API of
+ * include/rlock.h, and for status.c the client's pool through src/tool.h
+ * (internal, resolved by linking librlock.a). Every wait (run, hold,
+ * wait) is the library's, cancelled on a signal. */
 #ifndef RLOCK_CLI_H
 #define RLOCK_CLI_H
 
-#include <hiredis/hiredis.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "rlock.h"
-
-/* The library's part of issue 9: RLOCK_EAUTH (11: password or ACL user
- * refused) and rlock_last_error() (the server's own error text, per thread).
- * Until rlock.h has them the command finds out by probing the server over a
- * connection of its own; diag.c is the one place that reads them. */
-#ifndef CLI_HAVE_LAST_ERROR
-#if defined(RLOCK_HAVE_LAST_ERROR) || RLOCK_VERSION_MAJOR > 0 || RLOCK_VERSION_MINOR >= 2
-#define CLI_HAVE_LAST_ERROR 1
-#else
-#define CLI_HAVE_LAST_ERROR 0
-#endif
-#endif
-#define CLI_EAUTH 11 /* RLOCK_EAUTH */
 
 /* Exit codes, one per cause whatever the sub-command. They are part of the
  * command's interface: docs/rlock.1 and --help list them, and
@@ -69,7 +55,7 @@ typedef struct cli_opts {
     bool verbose;
     int64_t watchdog_ms; /* 0: library default */
     /* --redis-timeout: connect_timeout_ms and command_timeout_ms of the
-     * client (and of the direct connections); 0: the library's defaults */
+     * client; 0: the library's defaults */
     int64_t connect_timeout_ms;
     int64_t command_timeout_ms;
     /* TLS (rediss://): --cacert, --cacertdir, --cert, --key,
@@ -106,19 +92,8 @@ typedef enum cli_cause {
     CLI_CAUSE_NOPERM,      /* ACL: the user may not run a command */
     CLI_CAUSE_DB,          /* SELECT refused */
     CLI_CAUSE_REDIS,       /* any other error reply */
+    CLI_CAUSE_TLS,         /* TLS failed: certificate, or one side without TLS */
 } cli_cause;
-
-/* Result of cli_wait_free(). */
-typedef enum cli_wait_result {
-    CLI_WAIT_DONE,    /* the probe reported success */
-    CLI_WAIT_TIMEOUT, /* the wait ran out first */
-    CLI_WAIT_SIGNAL,  /* a byte arrived on the interrupt fd */
-    CLI_WAIT_ERROR,   /* *err says why */
-} cli_wait_result;
-
-/* One attempt of a wait loop: sets *done, or leaves it false and sets *ttl_ms
- * to the holder's remaining lease (-1: no expiry, -2: gone meanwhile). */
-typedef rlock_status (*cli_probe)(void *arg, bool *done, int64_t *ttl_ms);
 
 /* ---- cli.c --------------------------------------------------------- */
 
@@ -136,17 +111,16 @@ void cli_secure_free(void *p, size_t n);
 
 /* ---- diag.c --------------------------------------------------------- */
 
-/* Records what the failing direct call was doing and the server's text
- * (or the OS error); cli_fail() reports it. */
+/* Records what the failing call was doing and the server's text (or the
+ * OS error); cli_fail() reports it. */
 void cli_detail_set(cli_cause cause, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void cli_detail_clear(void);
-/* The recorded detail ("" if none), and a change of its cause. */
+/* The recorded detail ("" if none). */
 const char *cli_detail_text(void);
-void cli_detail_recause(cli_cause cause);
 /* Whether the recorded detail (or its text) names a cause. */
 bool cli_detail_names_cause(void);
 /* Replaces the detail with the library's account of its last failure on
- * this thread (nothing until the library has rlock_last_error()). */
+ * this thread (rlock_last_error()). */
 void cli_detail_from_library(void);
 /* Prints "rlock: <what>: <cause>[: <server's text>]" and returns the exit
  * code of that cause: the one mapping of failures to exit codes. */
@@ -180,8 +154,8 @@ void cli_url_scrub(char *url);
  * failure prints the diagnosis and returns the exit code (else -1). */
 int cli_client(const cli_opts *o, void (*on_lost)(const char *, uint64_t, void *), void *arg,
                rlock_client **out);
-/* cli_fail() for a failed rlock_client_new(): finds out why over a direct
- * connection if the library does not say. */
+/* cli_fail() for a failed rlock_client_new(), with the library's reason;
+ * a configuration the library refused (URL, TLS files) is a usage error. */
 int cli_fail_client(const cli_opts *o, rlock_status s);
 
 /* ---- run.c ---------------------------------------------------------- */
@@ -192,25 +166,5 @@ int cli_run(const cli_opts *o, const cli_args *a);
 /* ---- status.c ------------------------------------------------------- */
 
 int cli_status(const cli_opts *o, const char *name, bool json);
-
-/* ---- redis.c -------------------------------------------------------- */
-
-/* Connects to o->url (parsed by the library's parser), authenticates,
- * selects the database and names the connection "rlock-cli:<host>:<pid>",
- * within o's timeouts. On failure cli_detail_set() says why. */
-rlock_status cli_connect(const cli_opts *o, redisContext **out);
-/* Reads one reply; maps transport errors and error replies to a status
- * and records the detail. *out is set only on RLOCK_OK. */
-rlock_status cli_reply(redisContext *r, redisReply **out);
-/* The pub/sub channel of lock name (spec 0.1); the caller frees it. */
-char *cli_channel(const char *name);
-/* Waits until probe reports success, wait_ms runs out (-1: never), or a byte
- * can be read from intr_fd (-1: none; the byte is left for the caller). The
- * waiting is driven by the lock's channel and the holder's TTL, never by
- * polling Redis: probe, subscribe, probe again, then sleep until a message
- * or the TTL, and repeat. Every wait of the command goes through here, so
- * that it can move to the library's wait once that can be cancelled. */
-cli_wait_result cli_wait_free(const cli_opts *o, const char *name, int64_t wait_ms, int intr_fd,
-                              cli_probe probe, void *arg, rlock_status *err);
 
 #endif

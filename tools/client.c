@@ -1,10 +1,9 @@
 /* The library client of the rlock command, and the diagnosis of a client
- * that could not be made. Above redis.c (the diagnosis may ask the server
- * once more over a direct connection) and diag.c; below the sub-commands. */
+ * that could not be made, from the library's own account of it
+ * (rlock_last_error()). Above diag.c; below the sub-commands. */
 #include "cli.h"
 
 #include <stdio.h>
-#include <string.h>
 
 int cli_client(const cli_opts *o, void (*on_lost)(const char *, uint64_t, void *), void *arg,
                rlock_client **out)
@@ -33,26 +32,12 @@ int cli_client(const cli_opts *o, void (*on_lost)(const char *, uint64_t, void *
 
 int cli_fail_client(const cli_opts *o, rlock_status s)
 {
+    /* The library says which step failed and why (connect, TLS, AUTH,
+     * SELECT, the server's own text); no second look is needed. */
     cli_detail_from_library();
-    bool server = s == RLOCK_EIO || s == RLOCK_ETIMEDOUT || (int)s == CLI_EAUTH;
-    bool tls = o->url != NULL && strncmp(o->url, "rediss://", 9) == 0;
-    if (server && !tls && cli_detail_text()[0] == '\0') {
-        /* The library says only "I/O error" for a refused connection, a
-         * refused AUTH and a refused SELECT alike: ask the server once
-         * more, directly, and keep what that attempt found. */
-        redisContext *r = NULL;
-        rlock_status p = cli_connect(o, &r);
-        if (p == RLOCK_OK) {
-            redisFree(r);
-            cli_detail_set(CLI_CAUSE_NONE, "a second, direct connection succeeded (%s)",
-                           rlock_strerror(s));
-        } else {
-            s = p;
-        }
-    }
     if (s == RLOCK_EINVAL && !cli_detail_names_cause()) {
         /* Not a refusal by the server (a database it refuses names its
-         * cause): the configuration itself, URL or timeouts. */
+         * cause): the configuration itself, URL, TLS files or timeouts. */
         cli_error("%s: %s", o->shown,
                   cli_detail_text()[0] ? cli_detail_text() : rlock_strerror(s));
         cli_detail_clear();

@@ -4,18 +4,17 @@
  * wrong in words, followed by the server's own error text when there is
  * one ("WRONGPASS invalid username-password pair ...").
  *
- * Where the detail comes from: direct connections of the command record
- * the step that failed and the server's reply (cli_detail_set()); for the
- * library's calls, rlock_last_error(). A failed rlock_client_new() whose
- * detail is empty is diagnosed by connecting once more directly (client.c),
- * which says whether the connection, AUTH or SELECT failed and why. */
+ * Where the detail comes from: for the library's calls, rlock_last_error(),
+ * which names the step that failed (connect, TLS handshake, AUTH, SELECT)
+ * and the server's or OpenSSL's words; status.c records an error reply of
+ * its own reads with cli_detail_set(). */
 #include "cli.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-/* The command runs its direct connections on the main thread only. */
+/* Failures are reported by the main thread only. */
 static cli_cause g_cause;
 static char g_detail[512];
 
@@ -37,11 +36,6 @@ void cli_detail_clear(void)
 const char *cli_detail_text(void)
 {
     return g_detail;
-}
-
-void cli_detail_recause(cli_cause cause)
-{
-    g_cause = cause;
 }
 
 static bool starts(const char *s, const char *prefix)
@@ -95,17 +89,17 @@ static diag diagnose(rlock_status s, cli_cause cause, const char *detail)
         case RLOCK_ETIMEDOUT:
             cause = CLI_CAUSE_TIMEOUT;
             break;
-        case CLI_EAUTH:
+        case RLOCK_EAUTH:
             cause = CLI_CAUSE_AUTH;
             break;
         case RLOCK_EREDIS:
             cause = CLI_CAUSE_REDIS;
             break;
-        case 14: /* RLOCK_EPERM (since 0.3): an ACL refusal in any words */
+        case RLOCK_EPERM: /* an ACL refusal in any words */
             cause = CLI_CAUSE_NOPERM;
             break;
-        case 15: /* RLOCK_ETLS (since 0.3): the detail says what TLS refused */
-            cause = CLI_CAUSE_UNREACHABLE;
+        case RLOCK_ETLS: /* the detail says what TLS refused */
+            cause = CLI_CAUSE_TLS;
             break;
         default:
             break;
@@ -128,6 +122,10 @@ static diag diagnose(rlock_status s, cli_cause cause, const char *detail)
         return (diag){CLI_EXIT_CONFIG, "the server refused the URL's database"};
     case CLI_CAUSE_REDIS:
         return (diag){CLI_EXIT_SOFTWARE, "Redis answered with an error"};
+    case CLI_CAUSE_TLS:
+        /* 69 as for any server that cannot be reached: no connection is
+         * made, and the words say it is TLS (OpenSSL's reason follows). */
+        return (diag){CLI_EXIT_UNAVAILABLE, "no secure connection to the Redis server (TLS)"};
     case CLI_CAUSE_NONE:
         break;
     }
@@ -161,12 +159,10 @@ int cli_fail(rlock_status s, const char *what)
 void cli_detail_from_library(void)
 {
     cli_detail_clear();
-#if CLI_HAVE_LAST_ERROR
     const char *t = rlock_last_error();
     if (t != NULL && *t != '\0') {
         snprintf(g_detail, sizeof g_detail, "%s", t);
     }
-#endif
 }
 
 int cli_fail_lib(rlock_status s, const char *what)

@@ -13,6 +13,7 @@
  * command: the others never call into it (cli.h lists the order). The exit
  * codes are in cli.h, docs/rlock.1 and usage() below. */
 #include "cli.h"
+#include "tool.h" /* rlock__hiredis_version(), for --version */
 
 #include <getopt.h>
 #include <limits.h>
@@ -89,7 +90,8 @@ static const char usage_text[] =
     "       answer with --json; hold: released after a signal)\n"
     "  1    status: NAME is not locked (Redis answered; an error is never 0 or 1)\n"
     "  2    bad usage: command line, URL (the message names the part), password\n"
-    "  69   cannot reach Redis (connect refused, timeout, link lost)\n"
+    "  69   cannot reach Redis (connect refused, timeout, link lost), or\n"
+    "       no secure connection (TLS: certificate not verified or refused)\n"
     "  70   other errors (Redis error reply, e.g. the key holds another type)\n"
     "  75   not acquired within -w (run, hold), still locked after -w (wait);\n"
     "       -E changes it\n"
@@ -110,8 +112,8 @@ static void usage(FILE *f)
 
 static void version(void)
 {
-    printf("rlock %s\nlibrlock %s\nhiredis %d.%d.%d\n", CLI_VERSION, rlock_version(), HIREDIS_MAJOR,
-           HIREDIS_MINOR, HIREDIS_PATCH);
+    printf("rlock %s\nlibrlock %s\nhiredis %s\n", CLI_VERSION, rlock_version(),
+           rlock__hiredis_version());
 }
 
 /* A client and a handle on name, or an exit code. */
@@ -615,18 +617,11 @@ static int cmd_unlock(const cli_opts *o, const cli_args *a)
     return s == RLOCK_OK ? CLI_EXIT_OK : rc;
 }
 
-/* The probe of `rlock wait`: one PTTL, -2 meaning free. */
-static rlock_status probe_free(void *arg, bool *done, int64_t *ttl)
-{
-    int64_t t = -2;
-    rlock_status s = rlock_remain_ttl(arg, &t);
-    if (s == RLOCK_OK) {
-        *done = t == -2;
-        *ttl = t;
-    }
-    return s;
-}
-
+/* rlock wait: the library's wait for the lock to be free, which runs over
+ * whatever the client speaks (TLS included), wakes on the release message
+ * and at the latest when the holder's lease runs out. Its signals keep
+ * their default actions: one that ends a process ends the wait at once,
+ * and nothing needs undoing, as nothing was taken. */
 static int cmd_wait(const cli_opts *o, const cli_args *a)
 {
     rlock_client *c = NULL;
@@ -635,15 +630,13 @@ static int cmd_wait(const cli_opts *o, const cli_args *a)
     if (rc >= 0) {
         return rc;
     }
-    rlock_status err = RLOCK_OK;
-    cli_wait_result r = cli_wait_free(o, a->name, a->wait_ms, -1, probe_free, l, &err);
-    rlock_free(l);
-    rlock_client_free(c);
-    switch (r) {
-    case CLI_WAIT_DONE:
+    rlock_status s = rlock_wait_unlocked(l, a->wait_ms, NULL);
+    switch (s) {
+    case RLOCK_OK:
         cli_verbose(o, "%s: free", a->name);
-        return CLI_EXIT_OK;
-    case CLI_WAIT_TIMEOUT:
+        rc = CLI_EXIT_OK;
+        break;
+    case RLOCK_EBUSY:
         if (a->quiet) {
             /* -q: the exit code says it */
         } else if (a->wait_ms == 0) {
@@ -651,10 +644,15 @@ static int cmd_wait(const cli_opts *o, const cli_args *a)
         } else {
             cli_error("%s: still locked after %.3f s", a->name, (double)a->wait_ms / 1000);
         }
-        return a->conflict_code;
+        rc = a->conflict_code;
+        break;
     default:
-        return cli_fail(err, a->name);
+        rc = cli_fail_lib(s, a->name);
+        break;
     }
+    rlock_free(l);
+    rlock_client_free(c);
+    return rc;
 }
 
 int main(int argc, char **argv)

@@ -106,10 +106,11 @@ static void on_lost(const char *name, uint64_t tid, void *arg)
 
 /* Descriptors rlock inherited stay inherited by the child (a caller may
  * hand it one on purpose, as with flock's "9>file"); descriptors the
- * library and hiredis opened (Redis sockets, the self-pipe) must not leak
+ * library and rlock opened (Redis sockets, the self-pipe) must not leak
  * into it, where they would keep a subscription alive after rlock exits.
- * hiredis 0.14 does not open its sockets with SOCK_CLOEXEC, so rlock marks
- * every descriptor that appeared since start-up. */
+ * The library opens its own close-on-exec; rlock still marks every
+ * descriptor that appeared since start-up, whoever opened it (a resolver,
+ * OpenSSL), rather than rely on each. */
 #define FD_BITS 4096
 static unsigned char g_inherited[FD_BITS / 8];
 
@@ -206,16 +207,6 @@ static void free_env(char **env)
         free(env);
     }
 }
-
-/* The probe of the acquire loop: one attempt without waiting, then the
- * holder's TTL to know how long to sleep. */
-typedef struct lock_probe {
-    rlock *l;
-    int64_t lease_ms;
-    int64_t acquired_at;
-    const cli_opts *o;
-    bool told; /* --verbose: "waiting" said once */
-} lock_probe;
 
 /* Reads every pending byte; returns the first terminating signal among them
  * (0 if none), so the acquire loop knows whether to give up. */
@@ -559,9 +550,11 @@ static void watch_stop(sig_watch *w)
 }
 
 /* Takes the lock with the library's own wait (pub/sub, the holder's lease,
- * cancellation on a signal), as -w allows; returns -1 once held, else the
- * exit code (having freed nothing: the caller does). */
-static int acquire(const cli_opts *o, const cli_args *a, lock_probe *probe)
+ * over whatever the client speaks, TLS included), as -w allows, cancelled
+ * by a signal; returns -1 once held, with *acquired_at the time just
+ * before the acquiring call was sent, else the exit code (having freed
+ * nothing: the caller does). */
+static int acquire(const cli_opts *o, const cli_args *a, rlock *l, int64_t *acquired_at)
 {
     int64_t start = cli_now_ms();
     int64_t deadline = a->wait_ms < 0 ? -1 : start + a->wait_ms;
@@ -570,7 +563,7 @@ static int acquire(const cli_opts *o, const cli_args *a, lock_probe *probe)
     int64_t ttl = -1;
     /* One attempt first: --verbose says who holds it before the wait. */
     int64_t t = cli_now_ms();
-    s = rlock_lock_ex(probe->l, 0, probe->lease_ms, NULL, &ttl);
+    s = rlock_lock_ex(l, 0, a->lease_ms, NULL, &ttl);
     if (s == RLOCK_EBUSY && a->wait_ms != 0) {
         cli_verbose(o, "%s: held elsewhere (TTL %lld ms); waiting (see rlock status)", a->name,
                     (long long)ttl);
@@ -589,7 +582,7 @@ static int acquire(const cli_opts *o, const cli_args *a, lock_probe *probe)
                 return CLI_EXIT_SOFTWARE;
             }
             t = cli_now_ms();
-            s = rlock_lock_ex(probe->l, left, probe->lease_ms, w.cancel, NULL);
+            s = rlock_lock_ex(l, left, a->lease_ms, w.cancel, NULL);
             watch_stop(&w);
             /* Only a terminating signal ends the wait; a stray SIGCHLD (from
              * a child rlock inherited) just restarts it. */
@@ -602,7 +595,7 @@ static int acquire(const cli_opts *o, const cli_args *a, lock_probe *probe)
     }
     switch (s) {
     case RLOCK_OK:
-        probe->acquired_at = t;
+        *acquired_at = t;
         cli_verbose(o, "%s: acquired in %.3f s", a->name, (double)(cli_now_ms() - start) / 1000);
         return -1;
     case RLOCK_ECANCELED:
@@ -656,8 +649,8 @@ int cli_run(const cli_opts *o, const cli_args *a)
     }
     pthread_sigmask(SIG_UNBLOCK, &handled, NULL);
 
-    lock_probe probe = {l, a->lease_ms, 0, o, false};
-    if ((rc = acquire(o, a, &probe)) >= 0) {
+    int64_t acquired_at = 0;
+    if ((rc = acquire(o, a, l, &acquired_at)) >= 0) {
         rlock_free(l);
         rlock_client_free(c);
         return rc;
@@ -675,7 +668,7 @@ int cli_run(const cli_opts *o, const cli_args *a)
             cli_verbose(o, "%s: standard output is gone", a->name);
             code = CLI_EXIT_OK;
         } else {
-            code = hold_loop(o, a, &hw, probe.acquired_at, &lost);
+            code = hold_loop(o, a, &hw, acquired_at, &lost);
         }
         if (hw.pidfd >= 0) {
             close(hw.pidfd);
@@ -692,7 +685,7 @@ int cli_run(const cli_opts *o, const cli_args *a)
         } else {
             cli_verbose(o, "%s: running %s (pid %d, process group %d)", a->name, cmd[0],
                         (int)g.child, (int)g.pgid);
-            code = supervise(a, l, &g, cmd[0], probe.acquired_at, &lost);
+            code = supervise(a, l, &g, cmd[0], acquired_at, &lost);
             /* What COMMAND left running in its group goes before the
              * lock: SIGTERM, then SIGKILL after -k TIME (default 2 s). */
             int live = cli_group_live(&g);

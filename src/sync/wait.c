@@ -105,13 +105,22 @@ rlock_status rlock__wait_unlocked(rlock *l, int64_t wait_ms, rlock_cancel *cance
     if (rlock__cancelled(cancel)) {
         return rlock__fail(RLOCK_ECANCELED, "the wait was cancelled");
     }
+    /* An earlier call of this thread on the name left in doubt is settled
+     * first, as every call does (an acquire whose reply was lost may hold
+     * the lock: waiting for it would wait on ourselves), within one command
+     * timeout. */
+    uint64_t tid = rlock_thread_id();
+    rlock_status st = rlock__settle(l, tid, true, rlock__now_ms() + cmd_ms);
+    if (st != RLOCK_OK) {
+        rlock__hold_tidy(c, l->name, l->namelen, tid);
+        return st;
+    }
     rlock__waitq q = {NULL, NULL, NULL};
     int64_t io_since = -1, io_sleep = 0, lease_end = -1;
     /* As the acquire loop: a lost reply or a dropped link is retried with
      * backoff for retry_timeout_ms within the wait (a zero wait: none). */
     int64_t io_limit = wait_ms == 0 ? 0 : c->cfg.retry_timeout_ms;
     bool checked_self = false;
-    rlock_status st;
     for (;;) {
         /* A wake-up that comes while the probe is in flight was not used
          * by it: the release may have run after the probe. */
@@ -125,7 +134,7 @@ rlock_status rlock__wait_unlocked(rlock *l, int64_t wait_ms, rlock_cancel *cance
         if (st == RLOCK_OK) {
             if (!checked_self) {
                 bool mine = false;
-                st = held_by_me(l, rlock_thread_id(), &mine, rlock__now_ms() + cmd_ms);
+                st = held_by_me(l, tid, &mine, rlock__now_ms() + cmd_ms);
                 if (st == RLOCK_OK && mine) {
                     st = rlock__fail(RLOCK_EDEADLK, "the calling thread holds the lock: it "
                                                     "cannot become free while it waits");
