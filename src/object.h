@@ -56,6 +56,11 @@ struct rlock_client {
     int64_t orphans_at;
     bool wd_running;
     pthread_t wd_thread;
+    /* The end of the watchdog's current wait, or -1 while it is not
+     * waiting (it looks at every hold before it waits again). A deadline
+     * brought before it is the only reason to wake it: waking it for every
+     * new hold cost an uncontended lock two futex calls. */
+    int64_t wd_sleep_until;
 
     /* Callbacks (sync/callbacks.c). */
     pthread_mutex_t cb_mu;

@@ -239,6 +239,9 @@ void rlock__hold_ttl_set(struct rlock_client *c, const char *name, size_t len, u
  * that Redis ran last; for requests in flight together, the earlier of
  * what each would give. */
 void rlock__holder_told(rlock__holder *x, int64_t sent_ms, int64_t ttl_ms);
+/* How long before its deadline a watchdog-mode hold that no renewal could
+ * confirm is reported lost: a tenth of watchdog_timeout_ms (at least 1). */
+int64_t rlock__lost_margin(const struct rlock_client *c);
 /* A request about to be sent at sent_ms may set the key's TTL to ttl_ms (a
  * re-entry, a partial unlock): until its answer says what Redis did, the
  * deadline comes no later than that, so a report is never late for it. */

@@ -120,6 +120,7 @@ rlock_status rlock__holds_init(rlock_client *c)
     pthread_mutex_init(&c->hold_mu, NULL);
     rlock__cond_init(&c->wd_cv);
     rlock__cond_init(&c->round_cv);
+    c->wd_sleep_until = -1;
     rlock_status st = rlock__map_init(&c->holds);
     if (st == RLOCK_OK && (st = rlock__map_init(&c->threads)) != RLOCK_OK) {
         rlock__map_destroy(&c->holds);
@@ -260,17 +261,32 @@ void rlock__holder_told(rlock__holder *x, int64_t sent_ms, int64_t ttl_ms)
     x->settled_ms = now;
 }
 
+int64_t rlock__lost_margin(const rlock_client *c)
+{
+    int64_t m = c->cfg.watchdog_timeout_ms / 10;
+    return m > 0 ? m : 1;
+}
+
+/* Wakes the watchdog when x's report (a watchdog-mode hold is reported
+ * lost rlock__lost_margin() before its deadline) now falls before the end
+ * of the watchdog's current wait; a watchdog that is not waiting sees it
+ * before it waits again. Called with hold_mu held. */
+static void wake_if_due_sooner(rlock_client *c, const rlock__holder *x)
+{
+    if (x->wd_depth > 0 && x->expires_ms >= 0 && c->wd_sleep_until >= 0 &&
+        x->expires_ms - rlock__lost_margin(c) < c->wd_sleep_until) {
+        pthread_cond_signal(&c->wd_cv);
+    }
+}
+
 /* A request of x's own thread set a TTL (sent_ms, ttl_ms): the deadline
  * follows it. When that brings a watchdog hold's report nearer (a
  * re-entry with a lease shorter than what the last renewal set), the
  * watchdog is woken to re-time its wait. */
 static void thread_told(rlock_client *c, rlock__holder *x, int64_t sent_ms, int64_t ttl_ms)
 {
-    int64_t before = x->expires_ms;
     rlock__holder_told(x, sent_ms, ttl_ms);
-    if (x->wd_depth > 0 && (before < 0 || x->expires_ms < before)) {
-        pthread_cond_signal(&c->wd_cv);
-    }
+    wake_if_due_sooner(c, x);
 }
 
 void rlock__hold_view_of(rlock_client *c, const char *name, size_t len, uint64_t tid,
@@ -429,9 +445,7 @@ static void may_have_told(rlock_client *c, rlock__holder *x, int64_t sent_ms, in
 {
     if (x->count > 0 && !x->lost && x->expires_ms >= 0 && sent_ms + ttl_ms < x->expires_ms) {
         x->expires_ms = sent_ms + ttl_ms;
-        if (x->wd_depth > 0) {
-            pthread_cond_signal(&c->wd_cv); /* the report is nearer */
-        }
+        wake_if_due_sooner(c, x); /* the report is nearer */
     }
 }
 

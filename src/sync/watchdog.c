@@ -47,8 +47,7 @@
  * reach the holder. */
 static int64_t margin(const rlock_client *c)
 {
-    int64_t m = c->cfg.watchdog_timeout_ms / 10;
-    return m > 0 ? m : 1;
+    return rlock__lost_margin(c);
 }
 
 void rlock__latch_garbage(rlock_client *c, char *key, size_t len)
@@ -484,7 +483,9 @@ static void *watchdog_main(void *arg)
         if (c->nlatches > 0 && c->latch_since_ms + LATCH_FLUSH_MS < until) {
             until = c->latch_since_ms + LATCH_FLUSH_MS;
         }
+        c->wd_sleep_until = until < 0 ? INT64_MAX : until;
         rlock__cond_wait_until(&c->wd_cv, &c->hold_mu, until);
+        c->wd_sleep_until = -1;
     }
     /* At close, the latch keys still queued go too, so a program that
      * unlocks and exits leaves nothing behind. */
