@@ -17,8 +17,9 @@
  *
  * 1. Overlap: two sections of one name that overlap, where neither holder
  *    had been told by the time the overlap began. Told means: on_lock_lost
- *    for that name and thread; a re-entry that returned RLOCK_EBUSY; an
- *    inner unlock that returned RLOCK_ELOST, RLOCK_ENOTOWNER or another
+ *    for that name and thread; a re-entry that returned RLOCK_EBUSY or
+ *    RLOCK_ELOST (the thread's next lock takes a fresh hold); an inner
+ *    unlock that returned RLOCK_ELOST, RLOCK_ENOTOWNER or another
  *    status that made the worker give up; an explicit lease that ran out by
  *    the holder's own clock (last successful lock call's start + lease: the
  *    script ran after that start, so Redis expires the key no earlier); or
@@ -370,6 +371,14 @@ static void section_body(worker *w, section *s, rlock *l, int idx, int depth, in
             }
         } else if (st == RLOCK_EBUSY) {
             tell(s, TOLD_BUSY);
+            quit = true;
+        } else if (st == RLOCK_ELOST) {
+            /* A definite answer: the hold is gone (found missing, or its
+             * lease over by the client's clock); the thread's next lock
+             * takes a fresh hold, so a worker that went on re-entering
+             * would count one level more than it has. The levels it took
+             * unwind below (each unlock answers RLOCK_ELOST). */
+            tell(s, TOLD_LOST);
             quit = true;
         } else {
             w->unknown_ns[k] = s->unknown_ns = now_ns();
