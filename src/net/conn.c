@@ -39,7 +39,7 @@ static rlock_status read_one(rlock__conn *conn, redisReply **out, int64_t deadli
             return rlock__fail(RLOCK_ETIMEDOUT, "no reply within the command timeout");
         }
         rlock_status st = RLOCK_OK;
-        if (rlock__link_read(conn->link, true, &st) < 0) {
+        if (rlock__link_read(conn->link, true, deadline_ms, &st) < 0) {
             return broken(conn, st);
         }
     }

@@ -8,14 +8,20 @@
  * - No SIGPIPE, ever, whichever thread writes: every byte goes out through
  *   send() with MSG_NOSIGNAL. TLS records too: OpenSSL's socket BIO writes
  *   with write(), which raises SIGPIPE on a connection the server closed,
- *   so the SSL object sits on a small BIO method of our own (link_bio_*)
+ *   so the SSL object sits on a small BIO method of our own (bio_*)
  *   whose write is send(MSG_NOSIGNAL | MSG_DONTWAIT) and whose read is
- *   recv(). No process-wide signal disposition is touched.
+ *   recv(MSG_DONTWAIT). No process-wide signal disposition is touched.
  * - Deadlines from our clock only: the connect is non-blocking and polled
- *   against the deadline, so is the TLS handshake; a reply is read with
- *   blocking recv() calls of at most RECV_SLICE_MS (SO_RCVTIMEO), so the
- *   caller's loop checks its own deadline between them and the common case
- *   costs one system call per reply. Error text is never parsed.
+ *   against the deadline, so is the TLS handshake. Over plain TCP a reply
+ *   is read with blocking recv() calls of at most RECV_SLICE_MS
+ *   (SO_RCVTIMEO): each returns what came, so the caller's loop checks its
+ *   own deadline between them and the common case costs one system call
+ *   per reply. OpenSSL never blocks: a blocking SSL_read() would call
+ *   recv() again and again until a whole record is in, so a server that
+ *   trickles a record in bytes, each inside the slice, would hold the
+ *   caller far past its deadline. Every TLS read is poll() on the socket
+ *   with the time left, then SSL_read() on a BIO that does not wait.
+ *   Error text is never parsed.
  * - Close-on-exec: the socket is made with SOCK_CLOEXEC, so a fork()+exec()
  *   of the application never inherits it, not even in a race with another
  *   thread's exec.
@@ -107,7 +113,7 @@ static int bio_read(BIO *b, char *buf, int len)
     BIO_clear_retry_flags(b);
     ssize_t n;
     do {
-        n = recv(l->fd, buf, (size_t)len, l->nb ? MSG_DONTWAIT : 0);
+        n = recv(l->fd, buf, (size_t)len, MSG_DONTWAIT);
     } while (n < 0 && errno == EINTR);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
         BIO_set_retry_read(b);
@@ -278,8 +284,8 @@ static void tune(int fd, bool tcp)
 }
 
 /* A non-blocking connect to one address, finished by deadline_ms; the
- * socket is left blocking (reads wait in slices, writes never wait: every
- * send() says MSG_DONTWAIT). -1 with errno set on failure. */
+ * socket is left blocking (plain reads wait in slices; TLS reads and every
+ * send() say MSG_DONTWAIT). -1 with errno set on failure. */
 static int connect_one(int family, const struct sockaddr *sa, socklen_t len, int64_t deadline_ms)
 {
     int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -407,7 +413,6 @@ static rlock_status handshake(rlock_client *c, rlock__link *l, int64_t deadline_
     if (!ok) {
         return rlock__fail(RLOCK_EINVAL, "TLS server name %.200s cannot be used", name);
     }
-    l->nb = true;
     rlock_status st = RLOCK_OK;
     for (;;) {
         ERR_clear_error();
@@ -458,7 +463,6 @@ static rlock_status handshake(rlock_client *c, rlock__link *l, int64_t deadline_
         break;
     }
     ERR_clear_error();
-    l->nb = false;
     return st;
 }
 
@@ -493,7 +497,6 @@ void rlock__link_close(rlock__link *l)
     }
     if (l->ssl && l->pid == getpid()) {
         /* One close_notify, without waiting for the server's. */
-        l->nb = true;
         ERR_clear_error();
         SSL_shutdown(l->ssl);
         ERR_clear_error();
@@ -547,10 +550,8 @@ int rlock__link_send_some(rlock__link *l, const char *buf, size_t len, rlock_sta
     }
     if (l->ssl) {
         l->wants_read = false;
-        l->nb = true;
         ERR_clear_error();
         int rc = SSL_write(l->ssl, buf, len > INT_MAX ? INT_MAX : (int)len);
-        l->nb = false;
         return rc > 0 ? rc : ssl_failed(l, rc, false, st);
     }
     ssize_t n;
@@ -587,26 +588,28 @@ rlock_status rlock__link_send(rlock__link *l, const char *buf, size_t len, int64
     return RLOCK_OK;
 }
 
-int rlock__link_read(rlock__link *l, bool wait, rlock_status *st)
+int rlock__link_read(rlock__link *l, bool wait, int64_t deadline_ms, rlock_status *st)
 {
     char buf[16384];
     int n;
     if (l->ssl) {
+        /* Bytes OpenSSL holds already (a record read whole, or part of
+         * one) are not seen by poll(): read them first. Otherwise wait
+         * for the socket, what is left of the caller's time at most; the
+         * read then takes what came, and a record still incomplete is a
+         * 0 for the caller's loop, which checks its deadline. The common
+         * case stays one poll() and one recv() per reply. */
+        short ev = l->wants_write ? POLLOUT : POLLIN;
+        if (wait && !SSL_has_pending(l->ssl) && !wait_fd(l->fd, ev, deadline_ms)) {
+            return 0;
+        }
         l->wants_write = false;
-        l->nb = !wait;
         ERR_clear_error();
         n = SSL_read(l->ssl, buf, sizeof buf);
-        l->nb = false;
         if (n <= 0) {
-            if (ssl_failed(l, n, true, st) < 0) {
-                return -1;
-            }
-            if (l->wants_write && wait) {
-                /* A post-handshake message to answer (a key update): wait
-                 * for room, a slice at most, and let the caller retry. */
-                wait_fd(l->fd, POLLOUT, rlock__now_ms() + RECV_SLICE_MS);
-            }
-            return 0;
+            /* WANT_WRITE (a post-handshake message to answer, e.g. a key
+             * update) sets wants_write: the next wait is for room. */
+            return ssl_failed(l, n, true, st) < 0 ? -1 : 0;
         }
     } else {
         ssize_t r;
@@ -662,5 +665,5 @@ bool rlock__link_idle_ok(rlock__link *l)
         return false;
     }
     rlock_status st;
-    return rlock__link_read(l, false, &st) == 0;
+    return rlock__link_read(l, false, 0, &st) == 0;
 }
