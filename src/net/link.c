@@ -103,6 +103,8 @@ static int bio_write(BIO *b, const char *buf, int len)
     } while (n < 0 && errno == EINTR);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
         BIO_set_retry_write(b);
+    } else if (n < 0) {
+        l->sys_err = errno;
     }
     return (int)n;
 }
@@ -115,8 +117,13 @@ static int bio_read(BIO *b, char *buf, int len)
     do {
         n = recv(l->fd, buf, (size_t)len, MSG_DONTWAIT);
     } while (n < 0 && errno == EINTR);
+    /* A failure's errno is kept here: by the time OpenSSL returns, errno
+     * may be a stale EAGAIN, and a FIN and a reset both come back as
+     * SSL_ERROR_SYSCALL. */
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
         BIO_set_retry_read(b);
+    } else if (n < 0) {
+        l->sys_err = errno;
     }
     return (int)n;
 }
@@ -147,14 +154,36 @@ static void bio_method_make(void)
 
 /* ---- the TLS context of a client -------------------------------------- */
 
-/* The text of the thread's oldest OpenSSL error, or fallback. */
+/* The reason of the thread's OpenSSL errors, or fallback, and clears
+ * them. *alert (when not NULL): whether one of them is a fatal alert from
+ * the peer, which OpenSSL files as SSL_AD_REASON_OFFSET + its number
+ * ("tlsv13 alert certificate required", "sslv3 alert bad certificate"):
+ * the server's TLS refusing us, which no retry changes, unlike a close or
+ * a reset without one. The alert's text is the one given, when there is
+ * one; else the latest error's. */
+static const char *ssl_reason_of(char *buf, size_t size, const char *fallback, bool *alert)
+{
+    unsigned long e, pick = 0;
+    bool found = false;
+    while ((e = ERR_get_error()) != 0) {
+        bool is_alert =
+            ERR_GET_LIB(e) == ERR_LIB_SSL && ERR_GET_REASON(e) >= SSL_AD_REASON_OFFSET;
+        if (is_alert || !found) {
+            pick = e;
+        }
+        found = found || is_alert;
+    }
+    const char *r = pick ? ERR_reason_error_string(pick) : NULL;
+    snprintf(buf, size, "%s", r ? r : fallback);
+    if (alert) {
+        *alert = found;
+    }
+    return buf;
+}
+
 static const char *ssl_reason(char *buf, size_t size, const char *fallback)
 {
-    unsigned long e = ERR_peek_last_error();
-    const char *r = e ? ERR_reason_error_string(e) : NULL;
-    snprintf(buf, size, "%s", r ? r : fallback);
-    ERR_clear_error();
-    return buf;
+    return ssl_reason_of(buf, size, fallback, NULL);
 }
 
 /* The server asked for a client certificate and none is configured. TLS
@@ -378,11 +407,15 @@ static bool is_ip(const char *s)
     return inet_pton(AF_INET, s, buf) == 1 || inet_pton(AF_INET6, s, buf) == 1;
 }
 
-/* The handshake, by deadline_ms. A certificate that does not verify, an
- * alert from the server (it wants a client certificate, it speaks another
- * protocol version) or a server that does not speak TLS at all is
- * RLOCK_ETLS with OpenSSL's words for it; a connection that breaks or
- * stays silent is RLOCK_EIO, as for any other connect. */
+/* The handshake, by deadline_ms. RLOCK_ETLS is for what TLS itself
+ * decided, with OpenSSL's words for it: a certificate that does not
+ * verify, an alert from the server (it wants a client certificate, it
+ * speaks another protocol version), an answer that is not TLS. A
+ * connection closed or reset without an alert is RLOCK_EIO, as for any
+ * other connect, which waiters retry: Redis at maxclients closes a TLS
+ * connection before its handshake without a word, as do a load balancer
+ * without a backend and a server shutting down. Silence is the one case
+ * judged by history (below). */
 static rlock_status handshake(rlock_client *c, rlock__link *l, int64_t deadline_ms)
 {
     char label[300];
@@ -443,22 +476,29 @@ static rlock_status handshake(rlock_client *c, rlock__link *l, int64_t deadline_
         }
         long v = SSL_get_verify_result(ssl);
         char why[200];
+        unsigned long last = ERR_peek_last_error();
+        bool eof_error = ERR_GET_LIB(last) == ERR_LIB_SSL &&
+                         ERR_GET_REASON(last) == SSL_R_UNEXPECTED_EOF_WHILE_READING;
         if (v != X509_V_OK) {
             st = rlock__fail(RLOCK_ETLS, "TLS handshake with %s: certificate verify failed: %s",
                              label, X509_verify_cert_error_string(v));
-        } else if (err == SSL_ERROR_SSL) {
+        } else if (err == SSL_ERROR_SSL && !eof_error) {
             ssl_reason(why, sizeof why, "protocol error");
             st = rlock__fail(RLOCK_ETLS, "TLS handshake with %s: %s%s", label, why,
                              strstr(why, "wrong version") || strstr(why, "packet length")
                                  ? " (does the server speak TLS on this port?)"
                                  : "");
-        } else if (err == SSL_ERROR_SYSCALL && errno != 0) {
-            st = rlock__fail(RLOCK_EIO, "TLS handshake with %s: %s", label, strerror(errno));
         } else {
-            st = rlock__fail(RLOCK_ETLS,
-                             "TLS handshake with %s: the server closed the connection "
-                             "(does it speak TLS on this port?)",
-                             label);
+            /* Closed or reset, no alert: an outage. A server that never
+             * made a handshake with us may also be one that does not
+             * speak TLS and hangs up on the ClientHello: say so. */
+            bool seen = atomic_load(&c->tls_seen);
+            st = rlock__fail(RLOCK_EIO, "TLS handshake with %s: %s%s", label,
+                             l->sys_err ? strerror(l->sys_err)
+                                        : "the server closed the connection",
+                             seen ? " (full or shutting down?)"
+                                  : " (full or shutting down? or does it not speak TLS on "
+                                    "this port?)");
         }
         break;
     }
@@ -529,15 +569,21 @@ static int ssl_failed(rlock__link *l, int rc, bool reading, rlock_status *st)
         l->wants_write = reading;
         return 0;
     }
-    if (err == SSL_ERROR_ZERO_RETURN || (err == SSL_ERROR_SYSCALL && errno == 0)) {
-        *st = rlock__fail(RLOCK_EIO, "the server closed the connection");
-    } else if (err == SSL_ERROR_SYSCALL) {
-        *st = lost(reading ? "" : " while sending", errno);
-    } else {
+    /* errno is not read here: the BIO kept what the socket said. */
+    if (err == SSL_ERROR_SSL) {
+        /* A fatal alert (l->alert) is the server's TLS refusing us; the
+         * connect reports a refusal of its first exchange as RLOCK_ETLS.
+         * Anything else TLS found (a bad record) broke this link only. */
         char why[200];
-        l->tls_failed = true;
-        *st = rlock__fail(RLOCK_EIO, "connection lost: TLS: %s",
-                          ssl_reason(why, sizeof why, "protocol error"));
+        bool alert = false;
+        ssl_reason_of(why, sizeof why, "protocol error", &alert);
+        l->alert = l->alert || alert;
+        *st = rlock__fail(RLOCK_EIO, "connection lost: TLS: %s", why);
+    } else if (l->sys_err != 0) {
+        *st = lost(reading ? "" : " while sending", l->sys_err);
+    } else {
+        /* SSL_ERROR_ZERO_RETURN (close_notify), or a FIN without it */
+        *st = rlock__fail(RLOCK_EIO, "the server closed the connection");
     }
     ERR_clear_error();
     return -1;

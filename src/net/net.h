@@ -26,7 +26,8 @@ typedef struct rlock__link {
     uint64_t rx;         /* bytes received */
     bool wants_read;     /* a TLS write must first read */
     bool wants_write;    /* a TLS read must first write */
-    bool tls_failed;     /* a TLS error (an alert) broke it */
+    int sys_err;         /* TLS: the errno of the socket call that failed */
+    bool alert;          /* TLS: the server sent a fatal alert */
     bool cert_requested; /* the server asked for a client certificate */
 } rlock__link;
 
@@ -39,8 +40,9 @@ rlock_status rlock__tls_init(struct rlock_client *c);
 void rlock__tls_free(struct rlock_client *c);
 /* Opens a socket to the client's endpoint and, with TLS, makes the
  * handshake, all by deadline_ms: RLOCK_EIO (cannot connect, no answer in
- * time), RLOCK_ETLS (certificate refused, TLS alert, not a TLS server),
- * RLOCK_EINVAL, RLOCK_ENOMEM. */
+ * time, closed or reset without a TLS alert), RLOCK_ETLS (certificate
+ * refused, TLS alert, an answer that is not TLS, silence from a server no
+ * handshake ever succeeded with), RLOCK_EINVAL, RLOCK_ENOMEM. */
 rlock_status rlock__link_open(struct rlock_client *c, rlock__link **out, int64_t deadline_ms);
 /* Closes and frees. In a process other than the opener (a fork()ed
  * child) only the descriptor is closed: nothing is sent, and the SSL
