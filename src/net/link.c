@@ -639,23 +639,33 @@ int rlock__link_read(rlock__link *l, bool wait, int64_t deadline_ms, rlock_statu
     char buf[16384];
     int n;
     if (l->ssl) {
-        /* Bytes OpenSSL holds already (a record read whole, or part of
-         * one) are not seen by poll(): read them first. Otherwise wait
-         * for the socket, what is left of the caller's time at most; the
-         * read then takes what came, and a record still incomplete is a
-         * 0 for the caller's loop, which checks its deadline. The common
-         * case stays one poll() and one recv() per reply. */
-        short ev = l->wants_write ? POLLOUT : POLLIN;
-        if (wait && !SSL_has_pending(l->ssl) && !wait_fd(l->fd, ev, deadline_ms)) {
+        /* Bytes OpenSSL holds already are not seen by poll(): with any
+         * (SSL_has_pending), read first. Otherwise, or when they were only
+         * part of a record, wait for the socket, what is left of the
+         * caller's time at most, and read what came; a record still
+         * incomplete then is a 0 for the caller's loop, which checks its
+         * deadline. Never a busy loop, and the common case stays one
+         * poll() and the reads of one record per reply. */
+        bool polled = !wait || !SSL_has_pending(l->ssl);
+        if (wait && polled && !wait_fd(l->fd, l->wants_write ? POLLOUT : POLLIN, deadline_ms)) {
             return 0;
         }
-        l->wants_write = false;
-        ERR_clear_error();
-        n = SSL_read(l->ssl, buf, sizeof buf);
-        if (n <= 0) {
+        for (;;) {
+            l->wants_write = false;
+            ERR_clear_error();
+            n = SSL_read(l->ssl, buf, sizeof buf);
+            if (n > 0) {
+                break;
+            }
             /* WANT_WRITE (a post-handshake message to answer, e.g. a key
-             * update) sets wants_write: the next wait is for room. */
-            return ssl_failed(l, n, true, st) < 0 ? -1 : 0;
+             * update) sets wants_write: the wait is for room then. */
+            if (ssl_failed(l, n, true, st) < 0) {
+                return -1;
+            }
+            if (polled || !wait_fd(l->fd, l->wants_write ? POLLOUT : POLLIN, deadline_ms)) {
+                return 0;
+            }
+            polled = true;
         }
     } else {
         ssize_t r;
