@@ -188,8 +188,9 @@ static const char *ssl_reason(char *buf, size_t size, const char *fallback)
 
 /* The server asked for a client certificate and none is configured. TLS
  * 1.3 finishes the client's handshake before the server judges that, so a
- * refusal comes later, as an alert or just a closed connection; this is
- * how the connect tells it from any other lost link. */
+ * refusal comes later, as an alert with the first reply; this lets the
+ * connect name the likely cause. Only the alert makes it a refusal: a
+ * server with optional client certificates asks too, and takes us. */
 static int no_client_cert(SSL *ssl, X509 **x509, EVP_PKEY **pkey)
 {
     (void)x509;
