@@ -88,13 +88,16 @@ typedef enum rlock_status {
     RLOCK_EPERM = 14,    /* the server's ACL denies a command, key or
                             channel the lock needs; nothing was changed
                             (since 0.3) */
-    RLOCK_ETLS = 15,     /* TLS failed: the server's certificate does not
-                            verify (unknown CA, another host name,
-                            expired), the server refused the client's
-                            certificate or sent another TLS alert, or one
-                            side does not speak TLS (rediss:// to a plain
-                            port, redis:// to a TLS port); the reason is in
-                            rlock_last_error() (since 0.3) */
+    RLOCK_ETLS = 15,     /* TLS itself refused: the server's certificate
+                            does not verify (unknown CA, another host
+                            name, expired), the server sent a TLS alert
+                            (it refused the client's certificate, ...),
+                            or the answer is not TLS (rediss:// to a plain
+                            port, a TLS answer to redis://); the reason is
+                            in rlock_last_error(). Never for a connection
+                            closed or reset without an alert (a full or
+                            restarting server): that is RLOCK_EIO,
+                            retried like any outage (since 0.3) */
     RLOCK_EDEADLK = 16,  /* the wait could never end: the calling thread
                             holds the lock itself (since 0.3) */
 } rlock_status;

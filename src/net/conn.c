@@ -39,7 +39,7 @@ static rlock_status read_one(rlock__conn *conn, redisReply **out, int64_t deadli
             return rlock__fail(RLOCK_ETIMEDOUT, "no reply within the command timeout");
         }
         rlock_status st = RLOCK_OK;
-        if (rlock__link_read(conn->link, true, &st) < 0) {
+        if (rlock__link_read(conn->link, true, deadline_ms, &st) < 0) {
             return broken(conn, st);
         }
     }
@@ -225,10 +225,18 @@ rlock_status rlock__connect(rlock_client *c, rlock__link **out, int64_t deadline
     if ((st = hello(c, link,
                     rlock__min_deadline(rlock__now_ms() + c->cfg.command_timeout_ms,
                                         deadline_ms))) != RLOCK_OK) {
-        if (st == RLOCK_EIO && (link->tls_failed || link->cert_requested)) {
+        if (st == RLOCK_EIO && link->ssl && !link->alert) {
+            /* The send may have met the reset that followed an alert
+             * still unread: read what arrived (never waiting). */
+            rlock_status ignored;
+            while (rlock__link_read(link, false, 0, &ignored) > 0) {
+            }
+        }
+        if (st == RLOCK_EIO && link->alert) {
             /* TLS 1.3 ends the client's handshake before the server has
-             * judged its certificate: the refusal (an alert, or a reset
-             * that overtakes it) comes with the first reply. */
+             * judged its certificate: its refusal, an alert, comes with
+             * the first reply. Only an alert is a refusal; a close or a
+             * reset without one is an outage (RLOCK_EIO, retried). */
             char why[256];
             snprintf(why, sizeof why, "%s", rlock_last_error());
             st = rlock__fail(RLOCK_ETLS, "TLS: the server refused the connection%s: %s",

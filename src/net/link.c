@@ -8,14 +8,20 @@
  * - No SIGPIPE, ever, whichever thread writes: every byte goes out through
  *   send() with MSG_NOSIGNAL. TLS records too: OpenSSL's socket BIO writes
  *   with write(), which raises SIGPIPE on a connection the server closed,
- *   so the SSL object sits on a small BIO method of our own (link_bio_*)
+ *   so the SSL object sits on a small BIO method of our own (bio_*)
  *   whose write is send(MSG_NOSIGNAL | MSG_DONTWAIT) and whose read is
- *   recv(). No process-wide signal disposition is touched.
+ *   recv(MSG_DONTWAIT). No process-wide signal disposition is touched.
  * - Deadlines from our clock only: the connect is non-blocking and polled
- *   against the deadline, so is the TLS handshake; a reply is read with
- *   blocking recv() calls of at most RECV_SLICE_MS (SO_RCVTIMEO), so the
- *   caller's loop checks its own deadline between them and the common case
- *   costs one system call per reply. Error text is never parsed.
+ *   against the deadline, so is the TLS handshake. Over plain TCP a reply
+ *   is read with blocking recv() calls of at most RECV_SLICE_MS
+ *   (SO_RCVTIMEO): each returns what came, so the caller's loop checks its
+ *   own deadline between them and the common case costs one system call
+ *   per reply. OpenSSL never blocks: a blocking SSL_read() would call
+ *   recv() again and again until a whole record is in, so a server that
+ *   trickles a record in bytes, each inside the slice, would hold the
+ *   caller far past its deadline. Every TLS read is poll() on the socket
+ *   with the time left, then SSL_read() on a BIO that does not wait.
+ *   Error text is never parsed.
  * - Close-on-exec: the socket is made with SOCK_CLOEXEC, so a fork()+exec()
  *   of the application never inherits it, not even in a race with another
  *   thread's exec.
@@ -97,6 +103,8 @@ static int bio_write(BIO *b, const char *buf, int len)
     } while (n < 0 && errno == EINTR);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
         BIO_set_retry_write(b);
+    } else if (n < 0) {
+        l->sys_err = errno;
     }
     return (int)n;
 }
@@ -107,10 +115,15 @@ static int bio_read(BIO *b, char *buf, int len)
     BIO_clear_retry_flags(b);
     ssize_t n;
     do {
-        n = recv(l->fd, buf, (size_t)len, l->nb ? MSG_DONTWAIT : 0);
+        n = recv(l->fd, buf, (size_t)len, MSG_DONTWAIT);
     } while (n < 0 && errno == EINTR);
+    /* A failure's errno is kept here: by the time OpenSSL returns, errno
+     * may be a stale EAGAIN, and a FIN and a reset both come back as
+     * SSL_ERROR_SYSCALL. */
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
         BIO_set_retry_read(b);
+    } else if (n < 0) {
+        l->sys_err = errno;
     }
     return (int)n;
 }
@@ -141,20 +154,43 @@ static void bio_method_make(void)
 
 /* ---- the TLS context of a client -------------------------------------- */
 
-/* The text of the thread's oldest OpenSSL error, or fallback. */
+/* The reason of the thread's OpenSSL errors, or fallback, and clears
+ * them. *alert (when not NULL): whether one of them is a fatal alert from
+ * the peer, which OpenSSL files as SSL_AD_REASON_OFFSET + its number
+ * ("tlsv13 alert certificate required", "sslv3 alert bad certificate"):
+ * the server's TLS refusing us, which no retry changes, unlike a close or
+ * a reset without one. The alert's text is the one given, when there is
+ * one; else the latest error's. */
+static const char *ssl_reason_of(char *buf, size_t size, const char *fallback, bool *alert)
+{
+    unsigned long e, pick = 0;
+    bool found = false;
+    while ((e = ERR_get_error()) != 0) {
+        bool is_alert =
+            ERR_GET_LIB(e) == ERR_LIB_SSL && ERR_GET_REASON(e) >= SSL_AD_REASON_OFFSET;
+        if (is_alert || !found) {
+            pick = e;
+        }
+        found = found || is_alert;
+    }
+    const char *r = pick ? ERR_reason_error_string(pick) : NULL;
+    snprintf(buf, size, "%s", r ? r : fallback);
+    if (alert) {
+        *alert = found;
+    }
+    return buf;
+}
+
 static const char *ssl_reason(char *buf, size_t size, const char *fallback)
 {
-    unsigned long e = ERR_peek_last_error();
-    const char *r = e ? ERR_reason_error_string(e) : NULL;
-    snprintf(buf, size, "%s", r ? r : fallback);
-    ERR_clear_error();
-    return buf;
+    return ssl_reason_of(buf, size, fallback, NULL);
 }
 
 /* The server asked for a client certificate and none is configured. TLS
  * 1.3 finishes the client's handshake before the server judges that, so a
- * refusal comes later, as an alert or just a closed connection; this is
- * how the connect tells it from any other lost link. */
+ * refusal comes later, as an alert with the first reply; this lets the
+ * connect name the likely cause. Only the alert makes it a refusal: a
+ * server with optional client certificates asks too, and takes us. */
 static int no_client_cert(SSL *ssl, X509 **x509, EVP_PKEY **pkey)
 {
     (void)x509;
@@ -278,8 +314,8 @@ static void tune(int fd, bool tcp)
 }
 
 /* A non-blocking connect to one address, finished by deadline_ms; the
- * socket is left blocking (reads wait in slices, writes never wait: every
- * send() says MSG_DONTWAIT). -1 with errno set on failure. */
+ * socket is left blocking (plain reads wait in slices; TLS reads and every
+ * send() say MSG_DONTWAIT). -1 with errno set on failure. */
 static int connect_one(int family, const struct sockaddr *sa, socklen_t len, int64_t deadline_ms)
 {
     int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -372,11 +408,15 @@ static bool is_ip(const char *s)
     return inet_pton(AF_INET, s, buf) == 1 || inet_pton(AF_INET6, s, buf) == 1;
 }
 
-/* The handshake, by deadline_ms. A certificate that does not verify, an
- * alert from the server (it wants a client certificate, it speaks another
- * protocol version) or a server that does not speak TLS at all is
- * RLOCK_ETLS with OpenSSL's words for it; a connection that breaks or
- * stays silent is RLOCK_EIO, as for any other connect. */
+/* The handshake, by deadline_ms. RLOCK_ETLS is for what TLS itself
+ * decided, with OpenSSL's words for it: a certificate that does not
+ * verify, an alert from the server (it wants a client certificate, it
+ * speaks another protocol version), an answer that is not TLS. A
+ * connection closed or reset without an alert is RLOCK_EIO, as for any
+ * other connect, which waiters retry: Redis at maxclients closes a TLS
+ * connection before its handshake without a word, as do a load balancer
+ * without a backend and a server shutting down. Silence is the one case
+ * judged by history (below). */
 static rlock_status handshake(rlock_client *c, rlock__link *l, int64_t deadline_ms)
 {
     char label[300];
@@ -407,7 +447,6 @@ static rlock_status handshake(rlock_client *c, rlock__link *l, int64_t deadline_
     if (!ok) {
         return rlock__fail(RLOCK_EINVAL, "TLS server name %.200s cannot be used", name);
     }
-    l->nb = true;
     rlock_status st = RLOCK_OK;
     for (;;) {
         ERR_clear_error();
@@ -438,27 +477,33 @@ static rlock_status handshake(rlock_client *c, rlock__link *l, int64_t deadline_
         }
         long v = SSL_get_verify_result(ssl);
         char why[200];
+        unsigned long last = ERR_peek_last_error();
+        bool eof_error = ERR_GET_LIB(last) == ERR_LIB_SSL &&
+                         ERR_GET_REASON(last) == SSL_R_UNEXPECTED_EOF_WHILE_READING;
         if (v != X509_V_OK) {
             st = rlock__fail(RLOCK_ETLS, "TLS handshake with %s: certificate verify failed: %s",
                              label, X509_verify_cert_error_string(v));
-        } else if (err == SSL_ERROR_SSL) {
+        } else if (err == SSL_ERROR_SSL && !eof_error) {
             ssl_reason(why, sizeof why, "protocol error");
             st = rlock__fail(RLOCK_ETLS, "TLS handshake with %s: %s%s", label, why,
                              strstr(why, "wrong version") || strstr(why, "packet length")
                                  ? " (does the server speak TLS on this port?)"
                                  : "");
-        } else if (err == SSL_ERROR_SYSCALL && errno != 0) {
-            st = rlock__fail(RLOCK_EIO, "TLS handshake with %s: %s", label, strerror(errno));
         } else {
-            st = rlock__fail(RLOCK_ETLS,
-                             "TLS handshake with %s: the server closed the connection "
-                             "(does it speak TLS on this port?)",
-                             label);
+            /* Closed or reset, no alert: an outage. A server that never
+             * made a handshake with us may also be one that does not
+             * speak TLS and hangs up on the ClientHello: say so. */
+            bool seen = atomic_load(&c->tls_seen);
+            st = rlock__fail(RLOCK_EIO, "TLS handshake with %s: %s%s", label,
+                             l->sys_err ? strerror(l->sys_err)
+                                        : "the server closed the connection",
+                             seen ? " (full or shutting down?)"
+                                  : " (full or shutting down? or does it not speak TLS on "
+                                    "this port?)");
         }
         break;
     }
     ERR_clear_error();
-    l->nb = false;
     return st;
 }
 
@@ -493,7 +538,6 @@ void rlock__link_close(rlock__link *l)
     }
     if (l->ssl && l->pid == getpid()) {
         /* One close_notify, without waiting for the server's. */
-        l->nb = true;
         ERR_clear_error();
         SSL_shutdown(l->ssl);
         ERR_clear_error();
@@ -526,15 +570,21 @@ static int ssl_failed(rlock__link *l, int rc, bool reading, rlock_status *st)
         l->wants_write = reading;
         return 0;
     }
-    if (err == SSL_ERROR_ZERO_RETURN || (err == SSL_ERROR_SYSCALL && errno == 0)) {
-        *st = rlock__fail(RLOCK_EIO, "the server closed the connection");
-    } else if (err == SSL_ERROR_SYSCALL) {
-        *st = lost(reading ? "" : " while sending", errno);
-    } else {
+    /* errno is not read here: the BIO kept what the socket said. */
+    if (err == SSL_ERROR_SSL) {
+        /* A fatal alert (l->alert) is the server's TLS refusing us; the
+         * connect reports a refusal of its first exchange as RLOCK_ETLS.
+         * Anything else TLS found (a bad record) broke this link only. */
         char why[200];
-        l->tls_failed = true;
-        *st = rlock__fail(RLOCK_EIO, "connection lost: TLS: %s",
-                          ssl_reason(why, sizeof why, "protocol error"));
+        bool alert = false;
+        ssl_reason_of(why, sizeof why, "protocol error", &alert);
+        l->alert = l->alert || alert;
+        *st = rlock__fail(RLOCK_EIO, "connection lost: TLS: %s", why);
+    } else if (l->sys_err != 0) {
+        *st = lost(reading ? "" : " while sending", l->sys_err);
+    } else {
+        /* SSL_ERROR_ZERO_RETURN (close_notify), or a FIN without it */
+        *st = rlock__fail(RLOCK_EIO, "the server closed the connection");
     }
     ERR_clear_error();
     return -1;
@@ -547,10 +597,8 @@ int rlock__link_send_some(rlock__link *l, const char *buf, size_t len, rlock_sta
     }
     if (l->ssl) {
         l->wants_read = false;
-        l->nb = true;
         ERR_clear_error();
         int rc = SSL_write(l->ssl, buf, len > INT_MAX ? INT_MAX : (int)len);
-        l->nb = false;
         return rc > 0 ? rc : ssl_failed(l, rc, false, st);
     }
     ssize_t n;
@@ -587,26 +635,38 @@ rlock_status rlock__link_send(rlock__link *l, const char *buf, size_t len, int64
     return RLOCK_OK;
 }
 
-int rlock__link_read(rlock__link *l, bool wait, rlock_status *st)
+int rlock__link_read(rlock__link *l, bool wait, int64_t deadline_ms, rlock_status *st)
 {
     char buf[16384];
     int n;
     if (l->ssl) {
-        l->wants_write = false;
-        l->nb = !wait;
-        ERR_clear_error();
-        n = SSL_read(l->ssl, buf, sizeof buf);
-        l->nb = false;
-        if (n <= 0) {
+        /* Bytes OpenSSL holds already are not seen by poll(): with any
+         * (SSL_has_pending), read first. Otherwise, or when they were only
+         * part of a record, wait for the socket, what is left of the
+         * caller's time at most, and read what came; a record still
+         * incomplete then is a 0 for the caller's loop, which checks its
+         * deadline. Never a busy loop, and the common case stays one
+         * poll() and the reads of one record per reply. */
+        bool polled = !wait || !SSL_has_pending(l->ssl);
+        if (wait && polled && !wait_fd(l->fd, l->wants_write ? POLLOUT : POLLIN, deadline_ms)) {
+            return 0;
+        }
+        for (;;) {
+            l->wants_write = false;
+            ERR_clear_error();
+            n = SSL_read(l->ssl, buf, sizeof buf);
+            if (n > 0) {
+                break;
+            }
+            /* WANT_WRITE (a post-handshake message to answer, e.g. a key
+             * update) sets wants_write: the wait is for room then. */
             if (ssl_failed(l, n, true, st) < 0) {
                 return -1;
             }
-            if (l->wants_write && wait) {
-                /* A post-handshake message to answer (a key update): wait
-                 * for room, a slice at most, and let the caller retry. */
-                wait_fd(l->fd, POLLOUT, rlock__now_ms() + RECV_SLICE_MS);
+            if (polled || !wait_fd(l->fd, l->wants_write ? POLLOUT : POLLIN, deadline_ms)) {
+                return 0;
             }
-            return 0;
+            polled = true;
         }
     } else {
         ssize_t r;
@@ -662,5 +722,5 @@ bool rlock__link_idle_ok(rlock__link *l)
         return false;
     }
     rlock_status st;
-    return rlock__link_read(l, false, &st) == 0;
+    return rlock__link_read(l, false, 0, &st) == 0;
 }

@@ -24,10 +24,10 @@ typedef struct rlock__link {
     redisReader *reader; /* the replies read so far */
     pid_t pid;           /* the process that opened it (fork rules) */
     uint64_t rx;         /* bytes received */
-    bool nb;             /* TLS reads do not wait (handshake, pub/sub) */
     bool wants_read;     /* a TLS write must first read */
     bool wants_write;    /* a TLS read must first write */
-    bool tls_failed;     /* a TLS error (an alert) broke it */
+    int sys_err;         /* TLS: the errno of the socket call that failed */
+    bool alert;          /* TLS: the server sent a fatal alert */
     bool cert_requested; /* the server asked for a client certificate */
 } rlock__link;
 
@@ -40,8 +40,9 @@ rlock_status rlock__tls_init(struct rlock_client *c);
 void rlock__tls_free(struct rlock_client *c);
 /* Opens a socket to the client's endpoint and, with TLS, makes the
  * handshake, all by deadline_ms: RLOCK_EIO (cannot connect, no answer in
- * time), RLOCK_ETLS (certificate refused, TLS alert, not a TLS server),
- * RLOCK_EINVAL, RLOCK_ENOMEM. */
+ * time, closed or reset without a TLS alert), RLOCK_ETLS (certificate
+ * refused, TLS alert, an answer that is not TLS, silence from a server no
+ * handshake ever succeeded with), RLOCK_EINVAL, RLOCK_ENOMEM. */
 rlock_status rlock__link_open(struct rlock_client *c, rlock__link **out, int64_t deadline_ms);
 /* Closes and frees. In a process other than the opener (a fork()ed
  * child) only the descriptor is closed: nothing is sent, and the SSL
@@ -54,11 +55,14 @@ rlock_status rlock__link_send(rlock__link *l, const char *buf, size_t len, int64
  * when the link broke. With TLS, the bytes not taken must be offered
  * again first (they may be in a record already). */
 int rlock__link_send_some(rlock__link *l, const char *buf, size_t len, rlock_status *st);
-/* Reads what has arrived into the reader: wait, for up to a slice of
- * 100 ms; or not at all. Bytes read (0: none yet; with TLS, data may
- * still be buffered after a read, so read until 0), -1 (*st set: closed,
- * broken, or a TLS answer on a plain link, RLOCK_ETLS). */
-int rlock__link_read(rlock__link *l, bool wait, rlock_status *st);
+/* Reads what has arrived into the reader. wait: plain, a blocking recv()
+ * of up to a slice of 100 ms; TLS, poll() until deadline_ms at most, then
+ * a read that never blocks (part of a record is 0). !wait: no waiting at
+ * all, deadline_ms unused. Either way the caller checks its own deadline
+ * between calls. Bytes read (0: none yet; with TLS, data may still be
+ * buffered after a read, so read until 0), -1 (*st set: closed, broken,
+ * or a TLS answer on a plain link, RLOCK_ETLS). */
+int rlock__link_read(rlock__link *l, bool wait, int64_t deadline_ms, rlock_status *st);
 /* Whether an idle link is still usable: nothing arrived but TLS
  * housekeeping, no hang-up. */
 bool rlock__link_idle_ok(rlock__link *l);

@@ -532,7 +532,7 @@ static bool drain(rlock__link *link)
 {
     rlock_status st;
     int n;
-    while ((n = rlock__link_read(link, false, &st)) > 0) {
+    while ((n = rlock__link_read(link, false, 0, &st)) > 0) {
     }
     return n == 0;
 }
