@@ -242,6 +242,15 @@ void rlock__holder_told(rlock__holder *x, int64_t sent_ms, int64_t ttl_ms);
 /* How long before its deadline a watchdog-mode hold that no renewal could
  * confirm is reported lost: a tenth of watchdog_timeout_ms (at least 1). */
 int64_t rlock__lost_margin(const struct rlock_client *c);
+
+/* ---- formatting (fmt.c) ---------------------------------------------- */
+
+/* v in decimal into buf (21 bytes for any value), NUL-terminated; returns
+ * the length. Never touches the locale. */
+size_t rlock__fmt_u64(char *buf, uint64_t v);
+size_t rlock__fmt_i64(char *buf, int64_t v);
+/* v as 16 lowercase hex digits and a NUL (17 bytes). */
+void rlock__fmt_hex16(char *buf, uint64_t v);
 /* A request about to be sent at sent_ms may set the key's TTL to ttl_ms (a
  * re-entry, a partial unlock): until its answer says what Redis did, the
  * deadline comes no later than that, so a report is never late for it. */

@@ -54,6 +54,6 @@ void rlock__request_id(char out[33])
         x ^= x << 23;
         s[1] = x ^ y ^ (x >> 17) ^ (y >> 26);
         uint64_t v = s[1] + y;
-        snprintf(out + 16 * k, 17, "%016llx", (unsigned long long)v);
+        rlock__fmt_hex16(out + 16 * k, v);
     }
 }

@@ -102,12 +102,11 @@ static rlock_status attempt(rlock *l, const char *owner, int64_t lease_ms, int64
         return rlock__fail(RLOCK_ENOMEM, "out of memory for a latch key");
     }
     char lease[24], have[24], latch_ttl[24];
-    snprintf(lease, sizeof lease, "%lld", (long long)lease_ms);
-    snprintf(have, sizeof have, "%lld", (long long)held);
-    snprintf(latch_ttl, sizeof latch_ttl, "%lld", (long long)rlock__acquire_latch_ttl(l->c));
+    size_t lease_n = rlock__fmt_i64(lease, lease_ms);
+    size_t have_n = rlock__fmt_i64(have, held);
+    size_t ttl_n = rlock__fmt_i64(latch_ttl, rlock__acquire_latch_ttl(l->c));
     const char *args[7] = {l->name, latch, lease, owner, have, latch_ttl, resend ? "1" : "0"};
-    size_t lens[7] = {l->namelen,   latchlen,          strlen(lease), strlen(owner),
-                      strlen(have), strlen(latch_ttl), 1};
+    size_t lens[7] = {l->namelen, latchlen, lease_n, strlen(owner), have_n, ttl_n, 1};
     rlock__call call = {l->name, l->namelen, &rlock__script_acquire, 2, 7, args, lens};
     redisReply *r = NULL;
     rlock_status st = rlock__run(l->c, &call, &r, deadline_ms);
@@ -156,12 +155,11 @@ static rlock_status release(rlock *l, const char *owner, const char *rid, int64_
     if (!latch) {
         return rlock__fail(RLOCK_ENOMEM, "out of memory for a latch key");
     }
-    char lease[24], latch_ttl[16];
-    snprintf(lease, sizeof lease, "%lld", (long long)lease_ms);
-    snprintf(latch_ttl, sizeof latch_ttl, "%d", RLOCK__LATCH_TTL_MS);
+    char lease[24], latch_ttl[24];
+    size_t lease_n = rlock__fmt_i64(lease, lease_ms);
+    size_t ttl_n = rlock__fmt_i64(latch_ttl, RLOCK__LATCH_TTL_MS);
     const char *args[8] = {l->name, l->channel, latch, "0", lease, owner, "publish", latch_ttl};
-    size_t lens[8] = {l->namelen,    l->chanlen,    latchlen, 1,
-                      strlen(lease), strlen(owner), 7,        strlen(latch_ttl)};
+    size_t lens[8] = {l->namelen, l->chanlen, latchlen, 1, lease_n, strlen(owner), 7, ttl_n};
     rlock__call call = {l->name, l->namelen, &rlock__script_unlock, 3, 8, args, lens};
     redisReply *r = NULL;
     rlock_status st = rlock__run(l->c, &call, &r, deadline_ms);

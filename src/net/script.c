@@ -21,7 +21,7 @@ typedef struct argv_buf {
     const char **v;
     size_t *l;
     int argc;
-    char nk[16];
+    char nk[24];
 } argv_buf;
 
 static rlock_status build(argv_buf *b, const rlock__call *call, bool body)
@@ -41,7 +41,7 @@ static rlock_status build(argv_buf *b, const rlock__call *call, bool body)
         }
     }
     if (call->script) {
-        snprintf(b->nk, sizeof b->nk, "%d", call->nkeys);
+        rlock__fmt_i64(b->nk, call->nkeys);
         b->v[0] = body ? "EVAL" : "EVALSHA";
         b->l[0] = body ? 4 : 7;
         b->v[1] = body ? call->script->body : call->script->sha;

@@ -41,7 +41,11 @@ void rlock__handle_fini(rlock *l)
 
 void rlock__owner(const rlock_client *c, uint64_t tid, char *buf)
 {
-    snprintf(buf, RLOCK__OWNER_MAX, "%s:%llu", c->id, (unsigned long long)tid);
+    /* The id is a 36-character uuid: with ':' and 20 digits it fits. */
+    size_t n = strlen(c->id);
+    memcpy(buf, c->id, n);
+    buf[n] = ':';
+    rlock__fmt_u64(buf + n + 1, tid);
 }
 
 char *rlock__latch_key(const char *prefix, size_t prefix_len, const char *rid, size_t *len)
