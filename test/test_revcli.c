@@ -164,7 +164,11 @@ Test(revcli, sigkill_of_guard_and_rlock_leaves_no_grandchild)
     pid_t guard = find_guard(p);
     kill(guard, SIGKILL);
     kill(p, SIGKILL);
-    cr_assert_eq(wait_exit(p, 10000), 128 + SIGKILL);
+    /* 79 when rlock saw its guard die before our SIGKILL reached it (this
+     * process descheduled between the two kills): it then killed the
+     * group itself, released and exited, as documented. */
+    int code = wait_exit(p, 10000);
+    cr_assert(code == 128 + SIGKILL || code == 79, "rlock exit %d", code);
     bool gone = TH_POLL(!pid_alive(a) && !pid_alive(b), 5000);
     bool second = false;
     if (!gone) {

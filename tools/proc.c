@@ -1,12 +1,16 @@
-/* rlock run's processes: COMMAND in a process group of its own, led by a
- * sentinel that takes the group down with rlock, whatever kills rlock.
+/* rlock run's processes: COMMAND in a process group of its own, with two
+ * guards in it that take the group down with rlock, whatever kills rlock,
+ * and when rlock stops renewing (stopped, hung) before the lease runs out.
  *
- * Why a sentinel: PR_SET_PDEATHSIG in COMMAND's process reaches that one
+ * Why guards: PR_SET_PDEATHSIG in COMMAND's process reaches that one
  * process only, not what it started (`sh -c 'a & b'`), and nothing runs in
  * rlock once it is SIGKILLed. The kernel does one thing for a SIGKILLed
- * process: it closes its descriptors. The sentinel blocks reading a pipe
- * whose only write end rlock holds (close-on-exec, so COMMAND never has
- * it), and kills its group when the read returns. COMMAND also gets
+ * process: it closes its descriptors. Each guard polls a pipe whose only
+ * write end rlock holds (close-on-exec, so COMMAND never has it), and
+ * kills its group when the pipe reaches EOF, or when the deadline rlock
+ * last wrote to it passes. Two of them, because rlock can notice a
+ * guard's death (SIGCHLD) only while it lives: with one guard, killing
+ * it and rlock together left the group to run on. COMMAND also gets
  * PR_SET_PDEATHSIG(SIGKILL), with the fork-to-prctl race closed by
  * comparing getppid() with the pid rlock had before fork(), so that even a
  * COMMAND that left the group dies with rlock.
@@ -21,6 +25,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -163,14 +168,72 @@ static void write_errno(int fd, int err)
     }
 }
 
-/* The sentinel's life: alone in its group until COMMAND joins, ignoring
- * every signal, holding no descriptor but the pipe and /dev/null. */
-static _Noreturn void sentinel(int rd, int wr)
+/* The area of rlock's argv strings (cli_proc_init()), which a guard
+ * overwrites so that its /proc/PID/cmdline is "rlock-guard" alone: a fork
+ * keeps its parent's command line, and `pkill -f 'rlock run ... NAME'`
+ * would otherwise kill the guards with rlock, leaving COMMAND's children
+ * nobody to end them. */
+static char *g_args;
+static size_t g_args_len;
+
+void cli_proc_init(int argc, char **argv)
 {
-    setpgid(0, 0);
-    prctl(PR_SET_NAME, "rlock-guard", 0, 0, 0);
+    if (argc <= 0 || argv == NULL || argv[0] == NULL) {
+        return;
+    }
+    /* The strings are contiguous (the kernel lays them out so); stop at
+     * the first that is not, should a caller have replaced one. */
+    char *end = argv[0] + strlen(argv[0]) + 1;
+    for (int i = 1; i < argc && argv[i] == end; i++) {
+        end = argv[i] + strlen(argv[i]) + 1;
+    }
+    g_args = argv[0];
+    g_args_len = (size_t)(end - argv[0]);
+}
+
+static void guard_title(void)
+{
+    static const char title[] = "rlock-guard";
+    prctl(PR_SET_NAME, title, 0, 0, 0);
+    if (g_args_len > 0) {
+        size_t n = sizeof title < g_args_len ? sizeof title : g_args_len;
+        memset(g_args, 0, g_args_len); /* the last byte stays NUL: no setproctitle mode */
+        memcpy(g_args, title, n - 1);
+    }
+}
+
+/* What rlock writes to each guard: when to fire, and COMMAND's pid. 16
+ * bytes, below PIPE_BUF: each write is whole, and so is each read of a
+ * multiple of 16. */
+typedef struct guard_msg {
+    int64_t fire_at; /* CLOCK_MONOTONIC ms; -1: no deadline */
+    int64_t cmd;     /* COMMAND's pid, 0 before it exists or once reaped */
+} guard_msg;
+
+static int64_t guard_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A guard's life: in COMMAND's group (pgid, its own pid for the first),
+ * ignoring every signal, holding no descriptor but its pipe (as 3) and
+ * /dev/null. It fires when the pipe reaches EOF (rlock died, whatever
+ * killed it) or when the last deadline rlock sent passes (rlock stopped or
+ * hung while the lock's lease runs out): SIGKILL to COMMAND (which may
+ * have left the group) and to the group, itself included. Only
+ * async-signal-safe calls: it is a fork of a threaded process. */
+static _Noreturn void guard(int rd, pid_t pgid)
+{
+    if (setpgid(0, pgid) != 0) {
+        _exit(1); /* never fire into rlock's own group: rlock sees the exit */
+    }
+    if (pgid == 0) {
+        pgid = getpid();
+    }
+    guard_title();
     child_signals(true);
-    close(wr);
     if (rd != 3) {
         dup2(rd, 3);
         close(rd);
@@ -192,10 +255,43 @@ static _Noreturn void sentinel(int rd, int wr)
             close(fd);
         }
     }
-    char b;
-    while (read(3, &b, 1) < 0 && errno == EINTR) {
+    int64_t fire_at = -1;
+    pid_t cmd = 0;
+    for (;;) {
+        int timeout = -1;
+        if (fire_at >= 0) {
+            int64_t left = fire_at - guard_now();
+            timeout = left <= 0 ? 0 : left > INT_MAX ? INT_MAX : (int)left;
+        }
+        struct pollfd p = {3, POLLIN, 0};
+        poll(&p, 1, timeout);
+        /* Every message first, the newest winning: after a stop (the
+         * group's ^Z, say) rlock sends a fresh deadline before it
+         * continues the group, and that one counts, not the stale one. */
+        bool eof = false;
+        for (;;) {
+            guard_msg m[8];
+            ssize_t k = read(3, m, sizeof m);
+            if (k >= (ssize_t)sizeof m[0]) {
+                size_t last = (size_t)k / sizeof m[0] - 1;
+                fire_at = m[last].fire_at;
+                cmd = (pid_t)m[last].cmd;
+                continue;
+            }
+            if (k < 0 && errno == EINTR) {
+                continue;
+            }
+            eof = k == 0;
+            break; /* EAGAIN: nothing more */
+        }
+        if (eof || (fire_at >= 0 && guard_now() >= fire_at)) {
+            break;
+        }
     }
-    kill(0, SIGKILL);
+    if (cmd > 0) {
+        kill(cmd, SIGKILL);
+    }
+    kill(-pgid, SIGKILL);
     _exit(0);
 }
 
@@ -229,11 +325,32 @@ static void reap(pid_t pid)
     }
 }
 
-int cli_group_start(cli_group *g, char **cmd, char **envp)
+/* Tells each live guard the deadline and COMMAND's pid. The pipes are
+ * non-blocking: a guard that is stopped with the group for over 4096
+ * messages loses the newest (rlock then never blocks on it). */
+static void guard_send(cli_group *g)
+{
+    guard_msg m = {g->fire_at, g->child};
+    for (int i = 0; i < 2; i++) {
+        if (g->guard_fd[i] >= 0) {
+            ssize_t k;
+            while ((k = write(g->guard_fd[i], &m, sizeof m)) < 0 && errno == EINTR) {
+            }
+        }
+    }
+}
+
+static void group_clear(cli_group *g)
 {
     memset(g, 0, sizeof *g);
-    g->guard = -1;
+    g->guard_fd[0] = g->guard_fd[1] = -1;
     g->tty = -1;
+    g->fire_at = -1;
+}
+
+int cli_group_start(cli_group *g, char **cmd, char **envp, int64_t fire_at)
+{
+    group_clear(g);
     size_t n = 0;
     while (cmd[n] != NULL) {
         n++;
@@ -247,48 +364,71 @@ int cli_group_start(cli_group *g, char **cmd, char **envp)
     if (x.path == NULL) {
         x.path = "/bin:/usr/bin";
     }
-    int guard[2], ep[2];
-    if (pipe2(guard, O_CLOEXEC) != 0) {
-        free(x.sh);
-        return errno;
+    int gp[2][2] = {{-1, -1}, {-1, -1}}, ep[2] = {-1, -1};
+    int err = 0;
+    for (int i = 0; i < 2 && err == 0; i++) {
+        if (pipe2(gp[i], O_CLOEXEC | O_NONBLOCK) != 0) {
+            err = errno;
+        }
     }
-    if (pipe2(ep, O_CLOEXEC) != 0) {
-        int err = errno;
-        close(guard[0]);
-        close(guard[1]);
+    if (err == 0 && pipe2(ep, O_CLOEXEC) != 0) {
+        err = errno;
+    }
+    if (err != 0) {
+        for (int i = 0; i < 2; i++) {
+            if (gp[i][0] >= 0) {
+                close(gp[i][0]);
+                close(gp[i][1]);
+            }
+        }
         free(x.sh);
         return err;
     }
+    g->guard_fd[0] = gp[0][1];
+    g->guard_fd[1] = gp[1][1];
+    /* The first deadline is in the pipes before a guard runs. */
+    g->fire_at = fire_at;
+    guard_send(g);
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     pid_t self = getpid();
-    int err = 0;
-    pid_t s = fork();
-    if (s == 0) {
-        close(ep[0]);
-        close(ep[1]);
-        sentinel(guard[0], guard[1]);
+    pid_t c = -1;
+    /* Two guards, so that killing one of them and rlock together (a
+     * pkill whose pattern matches both) still leaves one to fire: rlock
+     * notices a guard's death itself while it lives (SIGCHLD). */
+    for (int i = 0; i < 2 && err == 0; i++) {
+        pid_t s = fork();
+        if (s == 0) {
+            guard(gp[i][0], i == 0 ? 0 : g->pgid);
+        }
+        if (s < 0) {
+            err = errno;
+            break;
+        }
+        g->guards[i] = s;
+        /* Both sides set the group, so that it exists whichever runs
+         * first; a second guard that could not join it is an error. */
+        setpgid(s, i == 0 ? s : g->pgid);
+        if (i == 0) {
+            g->pgid = s;
+        } else if (getpgid(s) != g->pgid) {
+            err = ESRCH;
+        }
     }
-    if (s < 0) {
-        err = errno;
+    if (err != 0) {
         goto out;
     }
-    /* Both sides set the group, so that it exists whichever runs first. */
-    setpgid(s, s);
-    g->pgid = s;
-    g->guard = guard[1];
     g->tty = foreground_tty();
     if (g->tty >= 0) {
-        set_foreground(g->tty, s);
+        set_foreground(g->tty, g->pgid);
     }
-    pid_t c = fork();
+    c = fork();
     if (c == 0) {
-        close(guard[0]);
         close(ep[0]);
         int e = 0;
-        if (setpgid(0, s) != 0) {
-            e = errno; /* the sentinel is gone already: run unguarded, never */
+        if (setpgid(0, g->pgid) != 0) {
+            e = errno; /* the guard is gone already: run unguarded, never */
         } else if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) {
             e = errno;
         } else if (getppid() != self) {
@@ -304,8 +444,9 @@ int cli_group_start(cli_group *g, char **cmd, char **envp)
     if (c < 0) {
         err = errno;
     } else {
-        setpgid(c, s);
+        setpgid(c, g->pgid);
         g->child = c;
+        guard_send(g);
     }
     close(ep[1]);
     ep[1] = -1;
@@ -323,47 +464,77 @@ int cli_group_start(cli_group *g, char **cmd, char **envp)
     }
 out:
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    close(guard[0]);
+    for (int i = 0; i < 2; i++) {
+        close(gp[i][0]);
+    }
     close(ep[0]);
     if (ep[1] >= 0) {
         close(ep[1]);
     }
     free(x.sh);
     if (err != 0) {
-        if (g->pgid > 0) {
-            kill(-g->pgid, SIGKILL);
-            reap(g->pgid);
-        }
-        if (g->tty >= 0) {
-            set_foreground(g->tty, getpgrp());
-            close(g->tty);
-        }
-        if (g->guard >= 0) {
-            close(g->guard);
-        } else {
-            close(guard[1]);
-        }
-        memset(g, 0, sizeof *g);
-        g->guard = -1;
-        g->tty = -1;
+        cli_group_end(g);
+        cli_group_close(g);
     }
     return err;
 }
 
+void cli_group_arm(cli_group *g, int64_t fire_at)
+{
+    if (fire_at != g->fire_at) {
+        g->fire_at = fire_at;
+        guard_send(g);
+    }
+}
+
+void cli_group_reaped(cli_group *g)
+{
+    g->child = 0;
+    guard_send(g);
+}
+
+pid_t cli_group_guard_gone(cli_group *g)
+{
+    for (int i = 0; i < 2; i++) {
+        if (g->guards[i] > 0 && waitpid(g->guards[i], NULL, WNOHANG) == g->guards[i]) {
+            pid_t gone = g->guards[i];
+            g->guards[i] = 0;
+            close(g->guard_fd[i]);
+            g->guard_fd[i] = -1;
+            return gone;
+        }
+    }
+    return 0;
+}
+
+/* The group, then COMMAND's own pid if it is no longer in it (setsid,
+ * setpgid): in that order, a COMMAND that leaves between the two still
+ * gets the signal once, and one that stayed does not get it twice. */
 void cli_group_kill(cli_group *g, int sig)
 {
-    if (g->pgid > 0) {
-        kill(-g->pgid, sig);
-        /* A stopped process keeps a signal pending until it continues, as
-         * a shell's kill does for its stopped jobs. */
-        if (g->stopped && cli_sig_terminates(sig)) {
-            kill(-g->pgid, SIGCONT);
+    if (g->pgid <= 0) {
+        return;
+    }
+    kill(-g->pgid, sig);
+    bool apart = g->child > 0 && getpgid(g->child) != g->pgid;
+    if (apart) {
+        kill(g->child, sig);
+    }
+    /* A stopped process keeps a signal pending until it continues, as
+     * a shell's kill does for its stopped jobs. */
+    if (g->stopped && cli_sig_terminates(sig)) {
+        kill(-g->pgid, SIGCONT);
+        if (apart) {
+            kill(g->child, SIGCONT);
         }
     }
 }
 
 int cli_group_live(const cli_group *g)
 {
+    if (g->pgid <= 0) {
+        return 0;
+    }
     DIR *d = opendir("/proc");
     if (d == NULL) {
         /* Without /proc, any member that exists counts. */
@@ -374,7 +545,8 @@ int cli_group_live(const cli_group *g)
     while ((e = readdir(d)) != NULL) {
         char *end;
         long pid = strtol(e->d_name, &end, 10);
-        if (*end != '\0' || pid <= 0 || pid == g->pgid) {
+        if (*end != '\0' || pid <= 0 || pid == g->guards[0] || pid == g->guards[1] ||
+            pid == g->pgid) {
             continue;
         }
         char path[64], buf[512];
@@ -403,52 +575,36 @@ int cli_group_live(const cli_group *g)
     return live;
 }
 
-static void sleep_ms(int ms)
+void cli_group_end(cli_group *g)
 {
-    struct timespec ts = {0, ms * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-void cli_group_finish(cli_group *g, int64_t grace_ms)
-{
-    if (g->pgid <= 0) {
-        return;
-    }
-    if (cli_group_live(g) > 0) {
-        kill(-g->pgid, SIGTERM);
-        kill(-g->pgid, SIGCONT);
-        int64_t end = now_ms() + grace_ms;
-        while (cli_group_live(g) > 0 && now_ms() < end) {
-            sleep_ms(10);
+    /* Closing the pipes fires the guards; rlock's own SIGKILL reaches a
+     * stopped guard too (SIGSTOP cannot be ignored), and COMMAND if it
+     * left the group. */
+    for (int i = 0; i < 2; i++) {
+        if (g->guard_fd[i] >= 0) {
+            close(g->guard_fd[i]);
+            g->guard_fd[i] = -1;
         }
     }
-    /* The sentinel's own SIGKILL would do, but it may be stopped (SIGSTOP
-     * cannot be ignored): rlock sends it, and the sentinel dies with it. */
-    kill(-g->pgid, SIGKILL);
-    reap(g->pgid);
-    close(g->guard);
-    g->guard = -1;
-    /* SIGKILLed processes run no more code; they leave once the kernel
-     * has torn them down (a process in uninterruptible sleep waits). */
-    int64_t end = now_ms() + 2000;
-    while (cli_group_live(g) > 0 && now_ms() < end) {
-        sleep_ms(5);
+    if (g->pgid > 0) {
+        cli_group_kill(g, SIGKILL);
     }
+    for (int i = 0; i < 2; i++) {
+        if (g->guards[i] > 0) {
+            reap(g->guards[i]);
+        }
+    }
+}
+
+void cli_group_close(cli_group *g)
+{
     if (g->tty >= 0) {
         if (tcgetpgrp(g->tty) == g->pgid) {
             set_foreground(g->tty, getpgrp());
         }
         close(g->tty);
-        g->tty = -1;
     }
-    g->pgid = 0;
+    group_clear(g);
 }
 
 void cli_group_stop_with(cli_group *g)
@@ -456,6 +612,11 @@ void cli_group_stop_with(cli_group *g)
     if (g->tty < 0) {
         return;
     }
+    /* Members that ignore or handle SIGTSTP, and COMMAND's pid if it left
+     * the group, stop too (SIGSTOP cannot be ignored): nothing of COMMAND
+     * runs while nothing renews the lock. The guards stop with them, and
+     * get a fresh deadline before they are continued. */
+    cli_group_kill(g, SIGSTOP);
     if (tcgetpgrp(g->tty) == g->pgid) {
         set_foreground(g->tty, getpgrp());
     }
@@ -477,6 +638,6 @@ void cli_group_resume(cli_group *g)
     if (g->tty >= 0 && tcgetpgrp(g->tty) == getpgrp()) {
         set_foreground(g->tty, g->pgid);
     }
-    kill(-g->pgid, SIGCONT);
+    cli_group_kill(g, SIGCONT);
     g->stopped = false;
 }

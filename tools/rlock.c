@@ -13,8 +13,11 @@
  * command: the others never call into it (cli.h lists the order). The exit
  * codes are in cli.h, docs/rlock.1 and usage() below. */
 #include "cli.h"
+#include "proc.h" /* cli_proc_init() */
 #include "tool.h" /* rlock__hiredis_version(), for --version */
 
+#include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
@@ -23,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define DEFAULT_URL "redis://127.0.0.1:6379"
 #ifndef CLI_VERSION
@@ -98,8 +102,8 @@ static const char usage_text[] =
     "  77   the server refused the password or user, wants one, or its ACL\n"
     "       forbids a command\n"
     "  78   the server refused the URL's database\n"
-    "  79   the lock was lost while COMMAND ran (COMMAND was signalled) or\n"
-    "       while it was held\n"
+    "  79   the lock was lost while COMMAND ran (COMMAND was signalled), or\n"
+    "       while it was held; or a guard died (COMMAND was killed)\n"
     "  126  run: COMMAND is not executable\n"
     "  127  run: COMMAND was not found\n"
     "  128+N  run: COMMAND (or rlock, while waiting) was killed by signal N\n"
@@ -655,8 +659,27 @@ static int cmd_wait(const cli_opts *o, const cli_args *a)
     return rc;
 }
 
+/* Descriptors 0, 1 and 2 that the caller closed (`<&-`, `>&-`, `2>&-`)
+ * are opened on /dev/null before anything else opens a descriptor: else
+ * the next one opened (the signal pipe, a Redis socket) takes the number,
+ * and stderr messages land in it, or a pipe read end passes for stdin.
+ * open() returns the lowest free number, which is the closed one. */
+static void open_std_fds(void)
+{
+    for (int fd = 0; fd < 3; fd++) {
+        if (fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
+            int got = open("/dev/null", O_RDWR);
+            if (got < 0) {
+                _exit(CLI_EXIT_SOFTWARE); /* no stderr to say it on */
+            }
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
+    open_std_fds();
+    cli_proc_init(argc, argv);
     cli_opts o;
     memset(&o, 0, sizeof o);
     /* First, while there is no other thread: nothing started later, and

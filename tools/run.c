@@ -57,10 +57,14 @@ extern char **environ;
 static int g_pipe[2] = {-1, -1};
 static atomic_bool g_lost;
 static uint64_t g_tid;
+/* hold: the pidfd of the process it follows (parent or --pid), or -1; its
+ * exit also ends the wait for the lock (g_follow_gone). */
+static int g_follow_fd = -1;
+static atomic_bool g_follow_gone;
 
 /* Every catchable signal comes here (see setup_signals()). Two kinds are
  * not meant for COMMAND: a fault of rlock's own (SIGSEGV, ..., abort())
- * takes its default action, killing rlock, and the sentinel then kills
+ * takes its default action, killing rlock, and the guards then kill
  * COMMAND's group; a SIGPIPE of rlock's own writes is nothing (the kernel
  * sends that one with rlock's own pid as the sender). */
 static void on_signal(int sig, siginfo_t *si, void *ctx)
@@ -225,14 +229,114 @@ static int drain_for_signal(void)
     return sig;
 }
 
-/* Supervises COMMAND until it exits; returns its exit code (128+N for a
- * signal) and sets *lost if the lock was lost meanwhile. Every signal rlock
- * gets goes to COMMAND's whole group. what names COMMAND in messages. */
-static int supervise(const cli_args *a, rlock *l, cli_group *g, const char *what,
-                     int64_t acquired_at, bool *lost)
+/* How the guards enforce the lease while rlock is stopped or hung.
+ *
+ * With the watchdog (lease L, renewed every L/3 by the library's thread),
+ * rlock asks Redis for the key's TTL every L/6 (PTTL, timed from before
+ * the request, so that the key lives at least until then + TTL) and sets
+ * the guards' deadline MARGIN before that: they kill COMMAND while the key
+ * still exists. A renewed key has at least 2L/3 left, so a refresh may be
+ * late by 2L/3 - L/6 - MARGIN (400 ms for L = 1 s, 15 s for the default
+ * 30 s) before the guards fire on a healthy lock: the slack a busy machine
+ * needs. MARGIN is L/10, at most 200 ms: the time a guard may need to be
+ * scheduled and its SIGKILL delivered.
+ *
+ * With an explicit lease (-l) rlock itself signals COMMAND when the lease
+ * runs out (-S, then -k); the guards fire GRACE after that moment (and
+ * after -k's SIGKILL is due, once the lock is lost) only if rlock has not
+ * acted by then: a backstop that never takes the place of -S. */
+#define GUARD_GRACE_MS 1000
+#define GUARD_MARGIN_MAX_MS 200
+
+/* One rlock run: what supervise() and the end of the group share. */
+typedef struct run_state {
+    const cli_args *a;
+    rlock *l;
+    cli_group *g;
+    const char *what;   /* COMMAND's name, in messages */
+    int64_t lease_end;  /* -l: when the lease runs out, else -1 */
+    int64_t wd_lease;   /* with the watchdog: its lease, else 0 */
+    int64_t next_check; /* with the watchdog: the next TTL refresh */
+    int64_t kill_at;    /* -k's SIGKILL after a loss, or -1 */
+    bool lost;          /* the lock was lost (or a guard died) */
+    bool guard_gone;    /* a guard died: COMMAND's group was SIGKILLed */
+} run_state;
+
+static int64_t wd_margin(int64_t lease)
 {
-    int64_t lease_end = a->lease_ms > 0 ? acquired_at + a->lease_ms : -1;
-    int64_t kill_at = -1;
+    int64_t m = lease / 10;
+    return m > GUARD_MARGIN_MAX_MS ? GUARD_MARGIN_MAX_MS : m;
+}
+
+/* The guards' deadline as of now. force: ask Redis now (after a stop). */
+static void guard_deadline(run_state *s, bool force)
+{
+    if (s->lost) {
+        cli_group_arm(s->g, s->kill_at >= 0 ? s->kill_at + GUARD_GRACE_MS : -1);
+        return;
+    }
+    if (s->lease_end >= 0) {
+        cli_group_arm(s->g, s->lease_end + GUARD_GRACE_MS);
+        return;
+    }
+    int64_t now = cli_now_ms();
+    if (!force && now < s->next_check) {
+        return;
+    }
+    s->next_check = now + s->wd_lease / 6;
+    int64_t ttl = -1;
+    /* A failed query changes nothing: the last deadline stands, and the
+     * guards fire at it unless Redis answers again in time. */
+    if (rlock_remain_ttl(s->l, &ttl) == RLOCK_OK && ttl > 0) {
+        cli_group_arm(s->g, now + ttl - wd_margin(s->wd_lease));
+    }
+}
+
+/* Reads the self-pipe; forwards the signals in it to COMMAND unless
+ * !forward. */
+static void drain_signals(cli_group *g, bool forward)
+{
+    unsigned char buf[64];
+    ssize_t n;
+    while ((n = read(g_pipe[0], buf, sizeof buf)) > 0) {
+        for (ssize_t i = 0; i < n; i++) {
+            if (forward && buf[i] != LOST_BYTE && buf[i] != SIGCHLD) {
+                cli_group_kill(g, buf[i]);
+            }
+        }
+    }
+}
+
+/* Waits for a signal byte, at most ms (-1: no bound). */
+static void wait_pipe(int64_t ms)
+{
+    int timeout = ms < 0 ? -1 : ms > INT_MAX ? INT_MAX : (int)ms;
+    struct pollfd p = {g_pipe[0], POLLIN, 0};
+    poll(&p, 1, timeout);
+}
+
+/* A guard died while COMMAND ran: killed by someone, or it fired because
+ * rlock was stopped past the lease. COMMAND is not protected any more:
+ * SIGKILL it and its group, and report the run as a lost lock (79). */
+static void guard_died(run_state *s, pid_t gone)
+{
+    if (!s->lost) {
+        cli_error("%s: its guard process (pid %d) is gone: killing %s and its process group",
+                  s->a->name, (int)gone, s->what);
+    }
+    s->lost = true;
+    s->guard_gone = true;
+    cli_group_kill(s->g, SIGKILL);
+}
+
+/* Supervises COMMAND until it exits; returns its exit code (128+N for a
+ * signal) and sets s->lost if the lock was lost meanwhile. Every signal
+ * rlock gets goes to COMMAND's whole group, and to COMMAND's pid if it
+ * left the group. */
+static int supervise(run_state *s)
+{
+    const cli_args *a = s->a;
+    cli_group *g = s->g;
     for (;;) {
         int st;
         bool resume = false;
@@ -243,59 +347,121 @@ static int supervise(const cli_args *a, rlock *l, cli_group *g, const char *what
                 continue;
             }
             if (!WIFSTOPPED(st)) {
+                cli_group_reaped(g);
+                pid_t gone = cli_group_guard_gone(g);
+                if (gone > 0) {
+                    guard_died(s, gone); /* what killed COMMAND, likely */
+                }
                 return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
             }
             g->stopped = true;
             if (g->tty >= 0) {
-                /* ^Z on the terminal stopped COMMAND: rlock stops too, so
-                 * that the shell sees its job stopped. Nothing renews the
-                 * lock meanwhile; before COMMAND runs again, ask Redis. */
+                /* ^Z on the terminal stopped COMMAND: the whole group
+                 * stops, and so does rlock, so that the shell sees its job
+                 * stopped. Nothing renews the lock meanwhile; before
+                 * COMMAND runs again, ask Redis, and give the guards a
+                 * fresh deadline. */
                 cli_group_stop_with(g);
                 bool held = true;
-                if (!*lost && lease_end < 0 &&
-                    rlock_is_held_by_current_thread(l, &held) == RLOCK_OK && !held) {
+                if (!s->lost && s->lease_end < 0 &&
+                    rlock_is_held_by_current_thread(s->l, &held) == RLOCK_OK && !held) {
                     atomic_store(&g_lost, true);
                 }
                 resume = true;
             }
         }
+        pid_t gone = cli_group_guard_gone(g);
+        if (gone > 0) {
+            guard_died(s, gone);
+            resume = false; /* COMMAND dies of the SIGKILL; the loop collects it */
+        }
         int64_t now = cli_now_ms();
         const char *why = NULL;
-        if (!*lost && atomic_load(&g_lost)) {
+        if (!s->lost && atomic_load(&g_lost)) {
             why = "the watchdog found it gone";
-        } else if (!*lost && lease_end >= 0 && now >= lease_end) {
+        } else if (!s->lost && s->lease_end >= 0 && now >= s->lease_end) {
             why = "its lease ran out";
         }
         if (why != NULL) {
-            *lost = true;
+            s->lost = true;
             cli_error("%s: lock lost (%s): sending signal %d (%s) to %s", a->name, why, a->sig,
-                      strsignal(a->sig), what);
+                      strsignal(a->sig), s->what);
             cli_group_kill(g, a->sig);
-            kill_at = a->kill_after_ms >= 0 ? now + a->kill_after_ms : -1;
+            s->kill_at = a->kill_after_ms >= 0 ? now + a->kill_after_ms : -1;
         }
+        guard_deadline(s, resume);
         if (resume) {
             cli_group_resume(g);
         }
-        if (kill_at >= 0 && now >= kill_at) {
+        if (s->kill_at >= 0 && now >= s->kill_at) {
             cli_group_kill(g, SIGKILL);
-            kill_at = -1;
+            s->kill_at = -1;
         }
-        int64_t next = *lost ? kill_at : lease_end;
-        int timeout = next < 0 ? -1 : (int)(next - now > INT_MAX ? INT_MAX : next - now);
-        struct pollfd p = {g_pipe[0], POLLIN, 0};
-        if (poll(&p, 1, timeout) <= 0) {
-            continue; /* timeout or EINTR: the checks above run again */
+        int64_t next = s->lost ? s->kill_at : s->lease_end;
+        if (!s->lost && s->wd_lease > 0) {
+            next = s->next_check;
         }
-        unsigned char buf[64];
-        ssize_t n;
-        while ((n = read(g_pipe[0], buf, sizeof buf)) > 0) {
-            for (ssize_t i = 0; i < n; i++) {
-                if (buf[i] != LOST_BYTE && buf[i] != SIGCHLD) {
-                    cli_group_kill(g, buf[i]);
-                }
-            }
+        wait_pipe(next < 0 ? -1 : next > now ? next - now : 0);
+        drain_signals(g, true);
+    }
+}
+
+/* Ends what COMMAND left in its group once COMMAND has exited: SIGTERM,
+ * SIGKILL grace_ms later (at once if at_once), then waits until nothing of
+ * the group runs. A member that outlives SIGKILL (another user's process,
+ * or one in uninterruptible sleep) keeps the lock held, renewed by the
+ * watchdog, for as long as it runs: the lock is never released while
+ * anything of the group may still run. Only a lost lock ends that wait,
+ * there being nothing left to keep (lost before, it waits 2 s at most). */
+static void finish(const cli_opts *o, run_state *s, int64_t grace_ms, bool at_once)
+{
+    cli_group *g = s->g;
+    int live = cli_group_live(g);
+    if (live > 0 && !at_once) {
+        cli_verbose(o, "%s: ending %d process%s %s left in its group", s->a->name, live,
+                    live == 1 ? "" : "es", s->what);
+        cli_group_kill(g, SIGTERM);
+        cli_group_kill(g, SIGCONT);
+        int64_t end = cli_now_ms() + grace_ms;
+        while (cli_group_live(g) > 0 && cli_now_ms() < end) {
+            guard_deadline(s, false);
+            wait_pipe(10);
+            drain_signals(g, false);
         }
     }
+    cli_group_end(g);
+    /* SIGKILLed processes run no more code; they leave once the kernel
+     * has torn them down. */
+    int64_t start = cli_now_ms(), next_kill = start + 500;
+    bool said = false, was_lost = s->lost;
+    while ((live = cli_group_live(g)) > 0) {
+        int64_t now = cli_now_ms();
+        if (was_lost) {
+            /* Nothing left to keep: a bounded wait for the SIGKILL. */
+            if (now - start >= 2000) {
+                break;
+            }
+        } else if (atomic_load(&g_lost) || (s->lease_end >= 0 && now >= s->lease_end)) {
+            cli_error("%s: lock lost while %d process%s of %s's group still ran", s->a->name,
+                      live, live == 1 ? "" : "es", s->what);
+            s->lost = true;
+            break;
+        }
+        if (!said && !was_lost && now - start >= 1000) {
+            said = true;
+            cli_error("%s: %d process%s of %s's group still run%s after SIGKILL (not rlock's to "
+                      "kill, or in uninterruptible sleep): keeping the lock until %s",
+                      s->a->name, live, live == 1 ? "" : "es", s->what, live == 1 ? "s" : "",
+                      live == 1 ? "it ends" : "they end");
+        }
+        if (now >= next_kill) {
+            cli_group_kill(g, SIGKILL);
+            next_kill = now + 500;
+        }
+        wait_pipe(said ? 100 : 5);
+        drain_signals(g, false);
+    }
+    cli_group_close(g);
 }
 
 /* What rlock hold follows besides signals: the process it serves (its
@@ -304,7 +470,7 @@ static int supervise(const cli_args *a, rlock *l, cli_group *g, const char *what
 typedef struct hold_watch {
     pid_t parent;  /* the parent at start-up, or 0 with --pid */
     pid_t pid;     /* --pid, or 0 */
-    int pidfd;     /* pidfd_open(pid), or -1: poll the pid instead */
+    int pidfd;     /* pidfd of pid or parent, or -1: look every 100 ms */
     bool in, out;  /* stdin, stdout watched */
 } hold_watch;
 
@@ -333,8 +499,24 @@ static bool pid_gone(pid_t pid)
     return rp != NULL && (rp[2] == 'Z' || rp[2] == 'X');
 }
 
+static int open_pidfd(pid_t pid)
+{
+#ifdef SYS_pidfd_open
+    int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (fd >= 0) {
+        fcntl(fd, F_SETFD, FD_CLOEXEC);
+    }
+    return fd;
+#else
+    (void)pid;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
 /* Sets up what hold follows, before the lock is taken; returns -1, or an
- * exit code when --pid names no process. */
+ * exit code when there is nothing to follow: --pid names no process (or a
+ * zombie), or the parent has already exited. */
 static int hold_watch_init(const cli_args *a, hold_watch *hw)
 {
     memset(hw, 0, sizeof *hw);
@@ -343,27 +525,40 @@ static int hold_watch_init(const cli_args *a, hold_watch *hw)
     hw->out = is_pipe_or_socket(1);
     if (a->follow_pid > 0) {
         hw->pid = a->follow_pid;
-#ifdef SYS_pidfd_open
-        hw->pidfd = (int)syscall(SYS_pidfd_open, hw->pid, 0);
-        if (hw->pidfd < 0 && errno == ESRCH) {
-            cli_error("hold: --pid %d: no such process", (int)hw->pid);
-            return CLI_EXIT_USAGE;
-        }
-        if (hw->pidfd >= 0) {
-            fcntl(hw->pidfd, F_SETFD, FD_CLOEXEC);
-        }
-#endif
-        if (hw->pidfd < 0 && pid_gone(hw->pid)) {
+        hw->pidfd = open_pidfd(hw->pid);
+        /* pidfd_open() accepts a zombie: it has exited all the same. */
+        if ((hw->pidfd < 0 && errno == ESRCH) || pid_gone(hw->pid)) {
+            if (hw->pidfd >= 0) {
+                close(hw->pidfd);
+            }
             cli_error("hold: --pid %d: no such process", (int)hw->pid);
             return CLI_EXIT_USAGE;
         }
         return -1;
     }
-    /* The parent's death sends SIGTERM, handled as any SIGTERM; checking
-     * getppid() afterwards closes the race with a parent that died
-     * before prctl(). */
+    /* The parent is followed by a pidfd, readable once the whole process
+     * has exited. Not PR_SET_PDEATHSIG: that comes when the *thread* that
+     * forked hold ends, and a threaded caller would lose its lock while it
+     * runs. A parent that died before this point cannot be recognised
+     * unless hold was adopted by init (getppid() is 1); a subreaper that
+     * adopts it looks like a parent (the manual page says so, and
+     * recommends --pid "$$"). Without pidfds (Linux < 5.3), getppid() is
+     * compared every 100 ms. */
     hw->parent = getppid();
-    prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0);
+    if (hw->parent == 1) {
+        cli_error("hold: its parent has exited (it was adopted by init): nothing taken "
+                  "(use --pid to follow a process)");
+        return CLI_EXIT_USAGE;
+    }
+    if (hw->parent > 1) {
+        hw->pidfd = open_pidfd(hw->parent);
+        if (getppid() != hw->parent) {
+            cli_error("hold: its parent has exited: nothing taken");
+            return CLI_EXIT_USAGE;
+        }
+    }
+    /* pid 0: hold is the namespace's init (a container's entrypoint); it
+     * has no parent to follow and holds until a signal. */
     return -1;
 }
 
@@ -398,7 +593,8 @@ static int hold_loop(const cli_opts *o, const cli_args *a, hold_watch *hw, int64
             return CLI_EXIT_OK;
         }
         int64_t next = lease_end;
-        if (hw->pid > 0 && hw->pidfd < 0 && (next < 0 || next > now + 100)) {
+        bool look = (hw->pid > 0 || hw->parent > 0) && hw->pidfd < 0;
+        if (look && (next < 0 || next > now + 100)) {
             next = now + 100; /* no pidfd (Linux < 5.3): look every 100 ms */
         }
         int timeout = next < 0 ? -1 : (int)(next - now > INT_MAX ? INT_MAX : next - now);
@@ -421,7 +617,8 @@ static int hold_loop(const cli_opts *o, const cli_args *a, hold_watch *hw, int64
             continue;
         }
         if (pid_at >= 0 && p[pid_at].revents != 0) {
-            cli_verbose(o, "%s: the --pid process exited", a->name);
+            cli_verbose(o, "%s: %s exited", a->name,
+                        hw->pid > 0 ? "the --pid process" : "its parent");
             return CLI_EXIT_OK;
         }
         if (out_at >= 0 && p[out_at].revents & (POLLERR | POLLHUP)) {
@@ -455,8 +652,10 @@ static int hold_loop(const cli_opts *o, const cli_args *a, hold_watch *hw, int64
  * unblocking, so handlers only ever run on the main thread. Every
  * catchable signal is handled, except those rlock inherited as ignored
  * (nohup, a shell's background job), which stay ignored for rlock and
- * COMMAND alike; hold handles SIGTERM in any case, its parent's death
- * signal. SIGCHLD also comes when COMMAND stops (job control). */
+ * COMMAND alike; hold handles SIGTERM in any case (the way a caller ends
+ * it). SIGCHLD is handled in any case: it says that COMMAND exited or
+ * stopped (job control), or that a guard died; an inherited SIG_IGN would
+ * have the kernel reap them unseen. */
 static bool setup_signals(sigset_t *handled, bool hold)
 {
     if (pipe2(g_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
@@ -466,7 +665,7 @@ static bool setup_signals(sigset_t *handled, bool hold)
     sigemptyset(handled);
     for (int sig = 1; sig < NSIG; sig++) {
         if (cli_sig_catchable(sig) &&
-            (!cli_sig_inherited_ignored(sig) || (hold && sig == SIGTERM))) {
+            (!cli_sig_inherited_ignored(sig) || (hold && sig == SIGTERM) || sig == SIGCHLD)) {
             sigaddset(handled, sig);
         }
     }
@@ -512,10 +711,15 @@ typedef struct sig_watch {
 static void *watch_signals(void *arg)
 {
     sig_watch *w = arg;
-    struct pollfd p[2] = {{g_pipe[0], POLLIN, 0}, {w->stop[0], POLLIN, 0}};
-    while (poll(p, 2, -1) < 0 && errno == EINTR) {
+    struct pollfd p[3] = {
+        {g_pipe[0], POLLIN, 0}, {w->stop[0], POLLIN, 0}, {g_follow_fd, POLLIN, 0}};
+    nfds_t n = g_follow_fd >= 0 ? 3 : 2;
+    while (poll(p, n, -1) < 0 && errno == EINTR) {
     }
-    if (p[0].revents & POLLIN) {
+    if (n == 3 && p[2].revents != 0) {
+        atomic_store(&g_follow_gone, true);
+    }
+    if ((p[0].revents & POLLIN) || atomic_load(&g_follow_gone)) {
         rlock_cancel_fire(w->cancel);
     }
     return NULL;
@@ -586,7 +790,8 @@ static int acquire(const cli_opts *o, const cli_args *a, rlock *l, int64_t *acqu
             watch_stop(&w);
             /* Only a terminating signal ends the wait; a stray SIGCHLD (from
              * a child rlock inherited) just restarts it. */
-            if (s != RLOCK_ECANCELED || (sig = drain_for_signal()) != 0) {
+            if (s != RLOCK_ECANCELED || (sig = drain_for_signal()) != 0 ||
+                atomic_load(&g_follow_gone)) {
                 break;
             }
             rlock_cancel_reset(w.cancel);
@@ -599,6 +804,12 @@ static int acquire(const cli_opts *o, const cli_args *a, rlock *l, int64_t *acqu
         cli_verbose(o, "%s: acquired in %.3f s", a->name, (double)(cli_now_ms() - start) / 1000);
         return -1;
     case RLOCK_ECANCELED:
+        if (sig == 0) {
+            /* hold: the process it follows exited while it waited */
+            cli_verbose(o, "%s: %s exited while waiting: nothing taken", a->name,
+                        a->follow_pid > 0 ? "the --pid process" : "its parent");
+            return CLI_EXIT_OK;
+        }
         return die_of(sig);
     case RLOCK_EBUSY:
         if (a->quiet) {
@@ -634,6 +845,9 @@ int cli_run(const cli_opts *o, const cli_args *a)
     int rc = hold ? hold_watch_init(a, &hw) : -1;
     if (rc >= 0) {
         return rc;
+    }
+    if (hold) {
+        g_follow_fd = hw.pidfd;
     }
     g_tid = rlock_thread_id();
     rlock_client *c = NULL;
@@ -676,8 +890,20 @@ int cli_run(const cli_opts *o, const cli_args *a)
     } else {
         char **env = child_env(a->name, owner);
         cli_group g;
+        run_state rs = {a, l, &g, cmd[0], -1, 0, 0, -1, false, false};
+        int64_t fire_at;
+        if (a->lease_ms > 0) {
+            rs.lease_end = acquired_at + a->lease_ms;
+            fire_at = rs.lease_end + GUARD_GRACE_MS;
+        } else {
+            /* The key lives at least the watchdog's lease from just
+             * before the acquiring call. */
+            rs.wd_lease = o->watchdog_ms > 0 ? o->watchdog_ms : 30000; /* rlock.h's default */
+            fire_at = acquired_at + rs.wd_lease - wd_margin(rs.wd_lease);
+            rs.next_check = cli_now_ms() + rs.wd_lease / 6;
+        }
         each_fd(cloexec_if_new);
-        int err = env ? cli_group_start(&g, cmd, env) : ENOMEM;
+        int err = env ? cli_group_start(&g, cmd, env, fire_at) : ENOMEM;
         free_env(env);
         if (err != 0) {
             cli_error("%s: %s", cmd[0], strerror(err));
@@ -685,15 +911,11 @@ int cli_run(const cli_opts *o, const cli_args *a)
         } else {
             cli_verbose(o, "%s: running %s (pid %d, process group %d)", a->name, cmd[0],
                         (int)g.child, (int)g.pgid);
-            code = supervise(a, l, &g, cmd[0], acquired_at, &lost);
+            code = supervise(&rs);
             /* What COMMAND left running in its group goes before the
              * lock: SIGTERM, then SIGKILL after -k TIME (default 2 s). */
-            int live = cli_group_live(&g);
-            if (live > 0) {
-                cli_verbose(o, "%s: ending %d process%s %s left in its group", a->name, live,
-                            live == 1 ? "" : "es", cmd[0]);
-            }
-            cli_group_finish(&g, a->kill_after_ms >= 0 ? a->kill_after_ms : 2000);
+            finish(o, &rs, a->kill_after_ms >= 0 ? a->kill_after_ms : 2000, rs.guard_gone);
+            lost = rs.lost;
         }
     }
 
