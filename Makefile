@@ -105,8 +105,9 @@ CRIT_LIBS   := -lcriterion
 endif
 
 # TEST_FLAGS: extra flags for the test programs only (make coverage).
+# test/cli_helpers.h is header-only: the CLI tests include it.
 TEST_FLAGS ?=
-$(B)/test/%: test/%.c test/harness.c test/harness.h $(B)/librlock.a $(CRIT_DEPS)
+$(B)/test/%: test/%.c test/harness.c test/harness.h test/cli_helpers.h $(B)/librlock.a $(CRIT_DEPS)
 	@mkdir -p $(B)/test
 	$(CC) $(ALL_CFLAGS) $(CRIT_CFLAGS) $(TEST_FLAGS) -Itest -o $@ $< test/harness.c \
 	  $(B)/librlock.a $(ALL_LDFLAGS) $(RL_LDLIBS) $(CRIT_LIBS)
@@ -115,8 +116,8 @@ $(B)/test/%: test/%.c test/harness.c test/harness.h $(B)/librlock.a $(CRIT_DEPS)
 # compares it with Criterion's: both runners must know the same tests).
 # -O0: built to list, never run here.
 LITE_LIST_BIN := $(patsubst $(B)/test/%,$(B)/test-lite/%,$(TEST_BIN))
-$(B)/test-lite/%: test/%.c test/harness.c test/harness.h $(B)/librlock.a test/lite/runner.c \
-                  test/lite/criterion/criterion.h
+$(B)/test-lite/%: test/%.c test/harness.c test/harness.h test/cli_helpers.h $(B)/librlock.a \
+                  test/lite/runner.c test/lite/criterion/criterion.h
 	@mkdir -p $(B)/test-lite
 	$(CC) $(ALL_CFLAGS) -O0 -Itest/lite -Itest -o $@ $< test/harness.c test/lite/runner.c \
 	  $(B)/librlock.a $(ALL_LDFLAGS) $(RL_LDLIBS)

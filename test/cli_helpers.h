@@ -1,7 +1,7 @@
 /* Helpers for the tests that drive the rlock command as a user does: the
  * built binary in child processes, its output in files of a temporary
- * directory, bounded waits. The same helpers as test/test_cli.c's own
- * (which keeps its copies until it moves to this header), header-only and
+ * directory, bounded waits, what /proc says of a process. Every CLI test
+ * file (test_cli*.c, test_revcli*.c) takes them from here. Header-only and
  * static inline so that a test file includes what it uses without a
  * Makefile rule of its own. Include it in one test file at a time: it
  * defines that file's g_bin and g_dir. */
@@ -35,14 +35,20 @@ static inline void cli_setup(void)
     cr_assert(mkdtemp(g_dir) != NULL);
 }
 
+/* Runs twice for a skipped test under test/lite (from a skip and as the
+ * fini), hence the emptied name and pointer. */
 static inline void cli_teardown(void)
 {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-    if (system(cmd) != 0) {
-        /* best effort */
+    if (g_dir[0]) {
+        char cmd[128];
+        snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
+        if (system(cmd) != 0) {
+            /* best effort */
+        }
+        g_dir[0] = '\0';
     }
     free(g_bin);
+    g_bin = NULL;
 }
 
 /* A path inside this test's directory; the caller frees it. */
@@ -53,20 +59,17 @@ static inline char *tpath(const char *file)
     return p;
 }
 
-/* Starts rlock with args (NULL-terminated) in a child. Descriptors in_fd,
- * out_fd and err_fd (-1: the test's own) become its 0, 1 and 2; the child
- * closes every other descriptor the test opened (pipe ends included), so
- * that a pipe's EOF depends on the test alone. */
-static inline pid_t start_fds(int in_fd, int out_fd, int err_fd, const char *const *args)
+/* A descriptor for spawn_fds() and start_fds(): closed in the child (as
+ * `<&-`, `>&-`, `2>&-` do), where -1 leaves the test's own. */
+#define CLI_CLOSED (-2)
+
+/* Forks and execs the program at path argv[0] with argv (NULL-terminated).
+ * Descriptors in_fd, out_fd and err_fd (-1: the test's own; CLI_CLOSED:
+ * none) become its 0, 1 and 2; the child closes every other descriptor
+ * the test opened (pipe ends included), so that a pipe's EOF depends on
+ * the test alone. */
+static inline pid_t spawn_fds(int in_fd, int out_fd, int err_fd, const char *const *argv)
 {
-    const char *argv[40] = {g_bin};
-    int n = 1;
-    while (args[n - 1] != NULL) {
-        cr_assert(n < 39);
-        argv[n] = args[n - 1];
-        n++;
-    }
-    argv[n] = NULL;
     fflush(NULL);
     pid_t pid = fork();
     cr_assert(pid >= 0);
@@ -80,28 +83,58 @@ static inline pid_t start_fds(int in_fd, int out_fd, int err_fd, const char *con
         for (int fd = 3; fd < 1024; fd++) {
             close(fd);
         }
-        execv(g_bin, (char **)argv);
+        for (int i = 0; i < 3; i++) {
+            if (fds[i] == CLI_CLOSED) {
+                close(i);
+            }
+        }
+        execv(argv[0], (char **)argv);
         _exit(99);
     }
     return pid;
 }
 
-/* The same with paths: stdin from in, stdout to out (both may be NULL). */
-static inline pid_t start_io(const char *in, const char *out, const char *const *args)
+/* A program with the test's descriptors, e.g. SPAWN("/bin/sleep", "60"). */
+#define SPAWN(...) spawn_fds(-1, -1, -1, (const char *const[]){__VA_ARGS__, NULL})
+
+/* Starts rlock with args (NULL-terminated) in a child, descriptors as
+ * spawn_fds(). */
+static inline pid_t start_fds(int in_fd, int out_fd, int err_fd, const char *const *args)
 {
-    int in_fd = in ? open(in, O_RDONLY) : -1;
-    int out_fd = out ? open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644) : -1;
-    pid_t p = start_fds(in_fd, out_fd, -1, args);
-    if (in_fd >= 0) {
-        close(in_fd);
+    const char *argv[40] = {g_bin};
+    int n = 1;
+    while (args[n - 1] != NULL) {
+        cr_assert(n < 39);
+        argv[n] = args[n - 1];
+        n++;
     }
-    if (out_fd >= 0) {
-        close(out_fd);
+    argv[n] = NULL;
+    return spawn_fds(in_fd, out_fd, err_fd, argv);
+}
+
+/* The same with paths: stdin from in, stdout to out, stderr to err (each
+ * may be NULL: the test's own, so that failures explain themselves). */
+static inline pid_t start_io(const char *in, const char *out, const char *err,
+                             const char *const *args)
+{
+    int fds[3] = {-1, -1, -1};
+    const char *paths[3] = {in, out, err};
+    for (int i = 0; i < 3; i++) {
+        if (paths[i] != NULL) {
+            fds[i] = i == 0 ? open(paths[i], O_RDONLY)
+                            : open(paths[i], O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        }
+    }
+    pid_t p = start_fds(fds[0], fds[1], fds[2], args);
+    for (int i = 0; i < 3; i++) {
+        if (fds[i] >= 0) {
+            close(fds[i]);
+        }
     }
     return p;
 }
 
-#define START(out, ...) start_io(NULL, (out), (const char *const[]){__VA_ARGS__, NULL})
+#define START(out, ...) start_io(NULL, (out), NULL, (const char *const[]){__VA_ARGS__, NULL})
 
 /* Waits for pid for at most th_ms(timeout_ms) (a generous bound, never a
  * speed assertion); returns its exit code or 128+signal. */
@@ -114,7 +147,7 @@ static inline int wait_exit(pid_t pid, int64_t timeout_ms)
         if (th_now_ms() > end) {
             kill(pid, SIGKILL);
             waitpid(pid, NULL, 0);
-            cr_assert_fail("rlock did not exit within %lld ms", (long long)timeout_ms);
+            cr_assert_fail("pid %d did not exit within %lld ms", (int)pid, (long long)timeout_ms);
         }
         th_sleep_ms(10);
     }
@@ -143,7 +176,7 @@ static inline char *slurp(const char *path)
 static inline int run(char **out, const char *const *args)
 {
     char *path = tpath("stdout");
-    int code = wait_exit(start_io(NULL, path, args), 60000);
+    int code = wait_exit(start_io(NULL, path, NULL, args), 60000);
     if (out != NULL) {
         *out = slurp(path);
     }
@@ -153,6 +186,55 @@ static inline int run(char **out, const char *const *args)
 }
 
 #define RUN(out, ...) run((out), (const char *const[]){__VA_ARGS__, NULL})
+
+/* Runs rlock to completion with stdin from in (a path, or NULL); *out and
+ * *err (may be NULL) receive its stdout and stderr; the stderr is also
+ * copied to the test's, so that failures explain themselves. */
+static inline int run_io(const char *in, char **out, char **err, const char *const *args)
+{
+    char *opath = tpath("stdout"), *epath = tpath("stderr");
+    int code = wait_exit(start_io(in, opath, epath, args), 60000);
+    char *o = slurp(opath), *e = slurp(epath);
+    fputs(e, stderr);
+    if (out != NULL) {
+        *out = o;
+    } else {
+        free(o);
+    }
+    if (err != NULL) {
+        *err = e;
+    } else {
+        free(e);
+    }
+    unlink(opath);
+    unlink(epath);
+    free(opath);
+    free(epath);
+    return code;
+}
+
+#define RUN_IO(in, out, err, ...) \
+    run_io((in), (out), (err), (const char *const[]){__VA_ARGS__, NULL})
+
+/* Writes text to a new file of this test's directory with the given
+ * mode; returns its path, which the caller frees. */
+static inline char *tfile(const char *file, const char *text, mode_t mode)
+{
+    char *p = tpath(file);
+    FILE *f = fopen(p, "w");
+    cr_assert(f != NULL);
+    fputs(text, f);
+    fclose(f);
+    chmod(p, mode);
+    return p;
+}
+
+/* A hold written by hand the way a Java Redisson client writes it. */
+static inline void java_hold(redisContext *r, const char *name, long long ttl_ms)
+{
+    freeReplyObject(th_cmd(r, "HSET %s %s 1", name, "1b9d6bcd-bbfd-4b2d-9b5d-ab8dfbbd4bed:57"));
+    freeReplyObject(th_cmd(r, "PEXPIRE %s %lld", name, ttl_ms));
+}
 
 static inline void wait_for_file(const char *path, int64_t timeout_ms)
 {
@@ -177,22 +259,38 @@ static inline char *first_line(const char *path)
     }
 }
 
-/* Whether process pid still runs: it exists and is not a zombie (a
- * reparented process is reaped by whoever adopted it, when it gets to it). */
-static inline bool pid_alive(pid_t pid)
+/* The state letter of /proc/PID/stat (R, S, D, T, Z, ...), or 0 when pid
+ * does not exist. */
+static inline char proc_state(pid_t pid)
 {
-    char path[64];
+    char path[64], buf[512];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
     FILE *f = fopen(path, "r");
     if (f == NULL) {
-        return false;
+        return 0;
     }
-    char buf[512];
     size_t n = fread(buf, 1, sizeof buf - 1, f);
     fclose(f);
     buf[n] = '\0';
     const char *rp = strrchr(buf, ')'); /* the name may hold spaces */
-    return rp != NULL && rp[1] == ' ' && rp[2] != 'Z' && rp[2] != 'X';
+    return rp != NULL && rp[1] == ' ' ? rp[2] : 0;
+}
+
+/* Whether process pid still runs: it exists and is not a zombie (a
+ * reparented process is reaped by whoever adopted it, when it gets to it). */
+static inline bool pid_alive(pid_t pid)
+{
+    char s = proc_state(pid);
+    return s != 0 && s != 'Z' && s != 'X';
+}
+
+/* Whether child pid has exited, without reaping it (still_running()
+ * reaps, and wait_exit() then finds no status). */
+static inline bool has_exited(pid_t pid)
+{
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    return waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid;
 }
 
 #endif

@@ -2,220 +2,23 @@
  * processes against the test server. Every exit code of the table in
  * docs/rlock.1 is produced here, and every test asserts what Redis holds
  * (keys, fields, TTLs, channel messages), not only exit codes. */
-#include "harness.h"
+#include "cli_helpers.h"
 
-#include <fcntl.h>
-#include <poll.h>
 #include <pty.h>
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-static char *g_bin;
-static char g_dir[64];
-
-static void setup(void)
-{
-    g_bin = th_build_path("rlock");
-    setenv("RLOCK_URL", th_url(), 1);
-    unsetenv("REDIS_URL");
-    unsetenv("RLOCK_WATCHDOG_MS");
-    snprintf(g_dir, sizeof g_dir, "/tmp/rlock-cli.XXXXXX");
-    cr_assert(mkdtemp(g_dir) != NULL);
-}
-
-/* Runs twice for a skipped test under test/lite (from skip() and as the
- * fini), hence the emptied name and pointer. */
-static void teardown(void)
-{
-    if (g_dir[0]) {
-        char cmd[128];
-        snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-        if (system(cmd) != 0) {
-            /* best effort */
-        }
-        g_dir[0] = '\0';
-    }
-    free(g_bin);
-    g_bin = NULL;
-}
 
 /* Criterion's cr_skip_test() exits the test's process without running the
  * suite's fini, which would leave the test's directory behind. */
 #define skip(...)                                                                                  \
     do {                                                                                           \
-        teardown();                                                                                \
+        cli_teardown();                                                                            \
         cr_skip_test(__VA_ARGS__);                                                                 \
     } while (0)
 
-TestSuite(cli, .init = setup, .fini = teardown, .timeout = 90);
-
-/* A path inside this test's directory; the caller frees it. */
-static char *tpath(const char *file)
-{
-    char *p = NULL;
-    cr_assert(asprintf(&p, "%s/%s", g_dir, file) > 0);
-    return p;
-}
-
-/* Writes text to a new file of this test's directory with the given
- * mode; returns its path, which the caller frees. */
-static char *tfile(const char *file, const char *text, mode_t mode)
-{
-    char *p = tpath(file);
-    FILE *f = fopen(p, "w");
-    cr_assert(f != NULL);
-    fputs(text, f);
-    fclose(f);
-    chmod(p, mode);
-    return p;
-}
-
-/* Starts rlock with args (NULL-terminated); stdin comes from in, stdout
- * goes to out and stderr to err (paths) when given; else they stay the
- * test's, so that failures explain themselves. */
-static pid_t start_io(const char *in, const char *out, const char *err, const char *const *args)
-{
-    const char *argv[40] = {g_bin};
-    int n = 1;
-    while (args[n - 1] != NULL) {
-        cr_assert(n < 39);
-        argv[n] = args[n - 1];
-        n++;
-    }
-    argv[n] = NULL;
-    fflush(NULL);
-    pid_t pid = fork();
-    cr_assert(pid >= 0);
-    if (pid == 0) {
-        const char *paths[3] = {in, out, err};
-        for (int i = 0; i < 3; i++) {
-            if (paths[i] != NULL) {
-                int fd = i == 0 ? open(paths[i], O_RDONLY)
-                                : open(paths[i], O_WRONLY | O_CREAT | O_TRUNC, 0644);
-                dup2(fd, i);
-            }
-        }
-        execv(g_bin, (char **)argv);
-        _exit(99);
-    }
-    return pid;
-}
-
-static pid_t start(const char *out, const char *const *args)
-{
-    return start_io(NULL, out, NULL, args);
-}
-
-/* Waits for pid for at most timeout_ms (a generous bound, never a speed
- * assertion); returns its exit code or 128+signal. */
-static int wait_exit(pid_t pid, int64_t timeout_ms)
-{
-    timeout_ms = th_ms(timeout_ms);
-    int64_t end = th_now_ms() + timeout_ms;
-    int st;
-    while (waitpid(pid, &st, WNOHANG) == 0) {
-        if (th_now_ms() > end) {
-            kill(pid, SIGKILL);
-            waitpid(pid, NULL, 0);
-            cr_assert_fail("rlock did not exit within %lld ms", (long long)timeout_ms);
-        }
-        th_sleep_ms(20);
-    }
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-static bool still_running(pid_t pid)
-{
-    return waitpid(pid, NULL, WNOHANG) == 0;
-}
-
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    if (f == NULL) {
-        return strdup("");
-    }
-    char *buf = calloc(1, 65536);
-    size_t n = fread(buf, 1, 65535, f);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
-}
-
-/* Runs rlock to completion; *out (may be NULL) receives its stdout. */
-static int run(char **out, const char *const *args)
-{
-    char *path = tpath("stdout");
-    int code = wait_exit(start(path, args), 60000);
-    if (out != NULL) {
-        *out = slurp(path);
-    }
-    unlink(path);
-    free(path);
-    return code;
-}
-
-/* Runs rlock to completion with stdin from in (a path, or NULL); *out and
- * *err (may be NULL) receive its stdout and stderr; the stderr is also
- * copied to the test's, so that failures explain themselves. */
-static int run_io(const char *in, char **out, char **err, const char *const *args)
-{
-    char *opath = tpath("stdout"), *epath = tpath("stderr");
-    int code = wait_exit(start_io(in, opath, epath, args), 60000);
-    char *o = slurp(opath), *e = slurp(epath);
-    fputs(e, stderr);
-    if (out != NULL) {
-        *out = o;
-    } else {
-        free(o);
-    }
-    if (err != NULL) {
-        *err = e;
-    } else {
-        free(e);
-    }
-    unlink(opath);
-    unlink(epath);
-    free(opath);
-    free(epath);
-    return code;
-}
-
-#define RUN(out, ...) run((out), (const char *const[]){__VA_ARGS__, NULL})
-#define RUN_IO(in, out, err, ...) \
-    run_io((in), (out), (err), (const char *const[]){__VA_ARGS__, NULL})
-#define START(out, ...) start((out), (const char *const[]){__VA_ARGS__, NULL})
-
-static void wait_for_file(const char *path, int64_t timeout_ms)
-{
-    cr_assert(TH_POLL(access(path, F_OK) == 0, timeout_ms), "%s did not appear", path);
-}
+TestSuite(cli, .init = cli_setup, .fini = cli_teardown, .timeout = 90);
 
 static void wait_for_key(redisContext *r, const char *key, long long exists, int64_t timeout_ms)
 {
     th_wait_exists(r, key, exists, timeout_ms);
-}
-
-/* A hold written by hand the way a Java Redisson client writes it. */
-static void java_hold(redisContext *r, const char *name, long long ttl_ms)
-{
-    freeReplyObject(th_cmd(r, "HSET %s %s 1", name, "1b9d6bcd-bbfd-4b2d-9b5d-ab8dfbbd4bed:57"));
-    freeReplyObject(th_cmd(r, "PEXPIRE %s %lld", name, ttl_ms));
-}
-
-static char *channel_of(const char *name)
-{
-    char *ch = NULL;
-    cr_assert(
-        asprintf(&ch,
-                 strchr(name, '{') ? "redisson_lock__channel:%s" : "redisson_lock__channel:{%s}",
-                 name) > 0);
-    return ch;
 }
 
 Test(cli, help_and_version_exit_0)
@@ -399,7 +202,7 @@ Test(cli, java_holder_blocks_until_released)
     cr_assert_neq(access(mark, F_OK), 0, "COMMAND ran while Java held the lock");
     /* Release as Redisson does: DEL, then "0" on the channel. The TTL is
      * still ~29 s, so only the message can wake the waiter in time. */
-    char *ch = channel_of(name);
+    char *ch = th_channel(name);
     freeReplyObject(th_cmd(r, "DEL %s", name));
     int64_t released = th_now_ms();
     freeReplyObject(th_cmd(r, "PUBLISH %s 0", ch));
@@ -466,7 +269,7 @@ Test(cli, status_reports_holders_ttl_and_type)
 static void check_force_unlock(const char *name)
 {
     redisContext *r = th_redis(0);
-    char *ch = channel_of(name);
+    char *ch = th_channel(name);
     redisContext *sub = th_subscribe(0, ch);
     java_hold(r, name, 30000);
     char *out = NULL;
@@ -546,7 +349,7 @@ static pid_t start_trapping(const char *name, const char *sig, const char *mark,
     args[n] = NULL;
     char *ready = NULL;
     cr_assert(asprintf(&ready, "%s.ready", mark) > 0);
-    pid_t p = start(NULL, args);
+    pid_t p = start_io(NULL, NULL, NULL, args);
     wait_for_file(ready, 10000);
     free(ready);
     return p;
@@ -1084,24 +887,6 @@ Test(cli, command_line_with_c_and_the_childs_environment)
     free(name);
 }
 
-/* Reads the first line rlock hold prints (the holder field) once it is
- * there. */
-static char *first_line(const char *path)
-{
-    int64_t end = th_now_ms() + th_ms(10000);
-    for (;;) {
-        char *text = slurp(path);
-        char *nl = strchr(text, '\n');
-        if (nl != NULL) {
-            *nl = '\0';
-            return text;
-        }
-        free(text);
-        cr_assert(th_now_ms() < end, "rlock hold printed nothing");
-        th_sleep_ms(20);
-    }
-}
-
 /* hold: the etcdctl lock NAME mode. Holds until a signal, renewing. */
 Test(cli, hold_keeps_the_lock_until_a_signal)
 {
@@ -1214,7 +999,7 @@ Test(cli, status_json_is_valid_for_any_name)
         cr_assert(asprintf(&owner, "%s:1", name) > 0);
         freeReplyObject(th_cmd(r, "HSET %b %b 1", name, strlen(name), owner, strlen(owner)));
         freeReplyObject(th_cmd(r, "PEXPIRE %b 60000", name, strlen(name)));
-        int code = wait_exit(start(path, (const char *const[]){"status", "--json", name, NULL}),
+        int code = wait_exit(start_io(NULL, path, NULL, (const char *const[]){"status", "--json", name, NULL}),
                              th_ms(15000));
         cr_assert_eq(code, 0);
         if (python) {

@@ -24,11 +24,7 @@ Test(clifix, run_with_sigchld_ignored_sees_the_command_exit)
         execl(g_bin, g_bin, "run", name, "--", "sh", "-c", "sleep 0.2; exit 3", (char *)NULL);
         _exit(99);
     }
-    siginfo_t si;
-    bool ended = TH_POLL((memset(&si, 0, sizeof si),
-                          waitid(P_PID, (id_t)p, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-                              si.si_pid == p),
-                         10000);
+    bool ended = TH_POLL(has_exited(p), 10000);
     if (!ended) {
         kill(p, SIGKILL);
         th_run(r, "DEL %s", name);
@@ -53,13 +49,7 @@ Test(clifix, hold_waiting_ends_when_the_followed_process_exits)
     redisContext *r = th_redis(0);
     th_run(r, "HSET %s someone:1 1", name);
     th_run(r, "PEXPIRE %s 60000", name);
-    fflush(NULL);
-    pid_t target = fork();
-    cr_assert(target >= 0);
-    if (target == 0) {
-        execl("/bin/sleep", "sleep", "60", (char *)NULL);
-        _exit(99);
-    }
+    pid_t target = SPAWN("/bin/sleep", "60");
     char pidarg[16];
     snprintf(pidarg, sizeof pidarg, "%d", (int)target);
     pid_t p = START(out, "hold", "--pid", pidarg, name);

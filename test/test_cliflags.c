@@ -2,60 +2,22 @@
  * check (§6): the real binary in child processes against the test server,
  * through sh -c so that each case reads as the command line a user types
  * ("$RLOCK" is the binary under test). */
-#include "harness.h"
+#include "cli_helpers.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <libgen.h>
 #include <netinet/in.h>
-#include <signal.h>
 #include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-static char *g_bin;
-static char g_dir[64];
 
 static void setup(void)
 {
-    g_bin = th_build_path("rlock");
+    cli_setup();
     setenv("RLOCK", g_bin, 1);
-    setenv("RLOCK_URL", th_url(), 1);
-    unsetenv("REDIS_URL");
-    unsetenv("RLOCK_WATCHDOG_MS");
     unsetenv("RLOCK_AUTH");
-    snprintf(g_dir, sizeof g_dir, "/tmp/rlock-cliflags.XXXXXX");
-    cr_assert(mkdtemp(g_dir) != NULL);
 }
 
-static void teardown(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-    if (system(cmd) != 0) {
-        /* best effort */
-    }
-    free(g_bin);
-}
-
-TestSuite(cliflags, .init = setup, .fini = teardown, .timeout = 90);
-
-static char *slurp(const char *path)
-{
-    char *buf = calloc(1, 65536);
-    FILE *f = fopen(path, "r");
-    if (f != NULL) {
-        size_t n = fread(buf, 1, 65535, f);
-        buf[n] = '\0';
-        fclose(f);
-    }
-    return buf;
-}
+TestSuite(cliflags, .init = setup, .fini = cli_teardown, .timeout = 90);
 
 /* Starts sh -c line with stdout and stderr into files of the test's
  * directory (tag names them). */
@@ -64,35 +26,12 @@ static pid_t start_sh(const char *tag, const char *line)
     char o[128], e[128];
     snprintf(o, sizeof o, "%s/%s.out", g_dir, tag);
     snprintf(e, sizeof e, "%s/%s.err", g_dir, tag);
-    fflush(NULL);
-    pid_t pid = fork();
-    cr_assert(pid >= 0);
-    if (pid == 0) {
-        int fo = open(o, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        int fe = open(e, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        dup2(fo, 1);
-        dup2(fe, 2);
-        execl("/bin/sh", "sh", "-c", line, (char *)NULL);
-        _exit(99);
-    }
+    int fo = open(o, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int fe = open(e, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid = spawn_fds(-1, fo, fe, (const char *const[]){"/bin/sh", "-c", line, NULL});
+    close(fo);
+    close(fe);
     return pid;
-}
-
-/* Waits for pid (a generous bound, never a speed assertion); its exit code
- * or 128+signal. */
-static int wait_exit(pid_t pid, int64_t timeout_ms)
-{
-    int64_t end = th_now_ms() + th_ms(timeout_ms);
-    int st;
-    while (waitpid(pid, &st, WNOHANG) == 0) {
-        if (th_now_ms() > end) {
-            kill(pid, SIGKILL);
-            waitpid(pid, NULL, 0);
-            cr_assert_fail("did not exit in time");
-        }
-        th_sleep_ms(10);
-    }
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
 /* Runs a shell line to completion; *out and *err (may be NULL) get what
@@ -132,13 +71,6 @@ static int lines(const char *s)
         n += *s == '\n';
     }
     return n;
-}
-
-/* A hold written by hand the way a Java Redisson client writes it. */
-static void java_hold(redisContext *r, const char *name, long long ttl_ms)
-{
-    freeReplyObject(th_cmd(r, "HSET %s %s 1", name, "1b9d6bcd-bbfd-4b2d-9b5d-ab8dfbbd4bed:57"));
-    freeReplyObject(th_cmd(r, "PEXPIRE %s %lld", name, ttl_ms));
 }
 
 /* ---- §6: the library checks and redacts a URL ---------------------------- */

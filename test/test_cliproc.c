@@ -195,13 +195,7 @@ Test(cliproc, hold_releases_when_its_parent_is_killed)
     cr_assert(asprintf(&script, "\"%s\" hold \"%s\" > \"%s\" & echo $! > \"%s\"; wait", g_bin,
                        name, out, pidfile) > 0);
     redisContext *r = th_redis(0);
-    fflush(NULL);
-    pid_t sh = fork();
-    cr_assert(sh >= 0);
-    if (sh == 0) {
-        execl("/bin/sh", "sh", "-c", script, (char *)NULL);
-        _exit(99);
-    }
+    pid_t sh = SPAWN("/bin/sh", "-c", script);
     char *owner = first_line(out);
     wait_for_file(pidfile, 10000);
     char *text = slurp(pidfile);
@@ -283,13 +277,7 @@ Test(cliproc, hold_pid_follows_a_process)
     char *name = th_name("cliproc-hold-pid");
     char *out = tpath("hold.out");
     redisContext *r = th_redis(0);
-    fflush(NULL);
-    pid_t target = fork();
-    cr_assert(target >= 0);
-    if (target == 0) {
-        execl("/bin/sleep", "sleep", "60", (char *)NULL);
-        _exit(99);
-    }
+    pid_t target = SPAWN("/bin/sleep", "60");
     char pidarg[16];
     snprintf(pidarg, sizeof pidarg, "%d", (int)target);
     pid_t p = START(out, "hold", "--pid", pidarg, name);

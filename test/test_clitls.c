@@ -45,38 +45,6 @@ TestSuite(clitls_mutual, .init = mutual_setup, .fini = teardown, .timeout = 90);
 /* The arguments of a sub-command over TLS, trusting the harness's CA. */
 #define TLS(...) "--url", g_url, "--cacert", g_certs.ca, __VA_ARGS__
 
-/* Runs rlock to completion; *out and *err (may be NULL) get its stdout
- * and stderr. stderr is also copied to the test's, for failures. */
-static int run_io(char **out, char **err, const char *const *args)
-{
-    char *opath = tpath("stdout"), *epath = tpath("stderr");
-    int ofd = open(opath, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int efd = open(epath, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    cr_assert(ofd >= 0 && efd >= 0);
-    pid_t p = start_fds(-1, ofd, efd, args);
-    close(ofd);
-    close(efd);
-    int code = wait_exit(p, 60000);
-    char *o = slurp(opath), *e = slurp(epath);
-    fputs(e, stderr);
-    if (out != NULL) {
-        *out = o;
-    } else {
-        free(o);
-    }
-    if (err != NULL) {
-        *err = e;
-    } else {
-        free(e);
-    }
-    unlink(opath);
-    unlink(epath);
-    free(opath);
-    free(epath);
-    return code;
-}
-
-#define RUN_IO(out, err, ...) run_io((out), (err), (const char *const[]){__VA_ARGS__, NULL})
 
 /* Subscribers of the lock's channel: a waiter of the command counts once
  * it waits on the channel. */
@@ -114,7 +82,7 @@ Test(clitls, run_hold_status_wait_over_tls)
     char *name = th_name("clitls");
     redisContext *r = th_redis(g_srv.port);
     /* run: COMMAND runs with the lock held, and it is released after. */
-    cr_assert_eq(RUN_IO(NULL, NULL, TLS("run", name, "--", "sh", "-c",
+    cr_assert_eq(RUN_IO(NULL, NULL, NULL, TLS("run", name, "--", "sh", "-c",
                                         "test \"$RLOCK_HELD\" = 1 && exit 7")),
                  7);
     cr_assert_eq(th_exists(r, name), 0);
@@ -128,26 +96,26 @@ Test(clitls, run_hold_status_wait_over_tls)
 
     /* status: locked (0), the holder shown; --json too. */
     char *so = NULL;
-    cr_assert_eq(RUN_IO(&so, NULL, TLS("status", name)), 0);
+    cr_assert_eq(RUN_IO(NULL, &so, NULL, TLS("status", name)), 0);
     cr_assert(strstr(so, owner) != NULL, "status lacks %s: %s", owner, so);
     free(so);
-    cr_assert_eq(RUN_IO(&so, NULL, "status", "--json", TLS(name)), 0);
+    cr_assert_eq(RUN_IO(NULL, &so, NULL, "status", "--json", TLS(name)), 0);
     cr_assert(strstr(so, "\"locked\":true") != NULL, "%s", so);
     free(so);
 
     /* Busy: one look of wait, run and hold each give the conflict code. */
-    cr_assert_eq(RUN_IO(NULL, NULL, TLS("wait", "-n", name)), 75);
-    cr_assert_eq(RUN_IO(NULL, NULL, TLS("wait", "-w", "200ms", name)), 75);
-    cr_assert_eq(RUN_IO(NULL, NULL, TLS("run", "-n", name, "--", "true")), 75);
-    cr_assert_eq(RUN_IO(NULL, NULL, TLS("hold", "-E", "3", "-w", "100ms", name)), 3);
+    cr_assert_eq(RUN_IO(NULL, NULL, NULL, TLS("wait", "-n", name)), 75);
+    cr_assert_eq(RUN_IO(NULL, NULL, NULL, TLS("wait", "-w", "200ms", name)), 75);
+    cr_assert_eq(RUN_IO(NULL, NULL, NULL, TLS("run", "-n", name, "--", "true")), 75);
+    cr_assert_eq(RUN_IO(NULL, NULL, NULL, TLS("hold", "-E", "3", "-w", "100ms", name)), 3);
     cr_assert_eq(th_hget_int(r, name, owner), 1);
 
     /* SIGTERM ends the hold: released, and then free for everyone. */
     kill(h, SIGTERM);
     cr_assert_eq(wait_exit(h, 15000), 0);
     cr_assert_eq(th_exists(r, name), 0);
-    cr_assert_eq(RUN_IO(NULL, NULL, TLS("wait", "-n", name)), 0);
-    cr_assert_eq(RUN_IO(NULL, NULL, TLS("status", name)), 1);
+    cr_assert_eq(RUN_IO(NULL, NULL, NULL, TLS("wait", "-n", name)), 0);
+    cr_assert_eq(RUN_IO(NULL, NULL, NULL, TLS("status", name)), 1);
     free(owner);
     free(out);
     redisFree(r);
@@ -163,14 +131,14 @@ Test(clitls, unlock_force_deletes_and_publishes_over_tls)
     th_run(r, "HSET %s java-holder:1 1", name);
     th_run(r, "PEXPIRE %s 30000", name);
     char *out = NULL;
-    cr_assert_eq(RUN_IO(&out, NULL, TLS("unlock", "--force", name)), 0);
+    cr_assert_eq(RUN_IO(NULL, &out, NULL, TLS("unlock", "--force", name)), 0);
     cr_assert(strstr(out, ": unlocked") != NULL, "%s", out);
     free(out);
     cr_assert_eq(th_exists(r, name), 0);
     char *msg = th_next_message(sub, 5000);
     cr_assert(msg != NULL && strcmp(msg, "0") == 0, "published: %s", msg ? msg : "(nothing)");
     free(msg);
-    cr_assert_eq(RUN_IO(&out, NULL, TLS("unlock", "--force", name)), 0);
+    cr_assert_eq(RUN_IO(NULL, &out, NULL, TLS("unlock", "--force", name)), 0);
     cr_assert(strstr(out, ": was not locked") != NULL, "%s", out);
     free(out);
     redisFree(sub);
@@ -271,7 +239,7 @@ Test(clitls, wrong_ca_exits_69_and_says_why)
         }
         args[n] = NULL;
         char *err = NULL;
-        int code = run_io(NULL, &err, args);
+        int code = run_io(NULL, NULL, &err, args);
         cr_assert_eq(code, 69, "%s: exit %d", forms[i][0], code);
         cr_assert(strstr(err, "no secure connection to the Redis server (TLS)") != NULL &&
                       strstr(err, "certificate verify failed") != NULL,
@@ -280,7 +248,7 @@ Test(clitls, wrong_ca_exits_69_and_says_why)
         free(err);
     }
     /* --tls-insecure accepts it (for tests only). */
-    cr_assert_eq(RUN_IO(NULL, NULL, "--url", g_url, "--cacert", g_certs.other_ca,
+    cr_assert_eq(RUN_IO(NULL, NULL, NULL, "--url", g_url, "--cacert", g_certs.other_ca,
                         "--tls-insecure", "run", name, "--", "true"),
                  0);
     free(name);
@@ -293,26 +261,26 @@ Test(clitls_mutual, client_certificate_with_cert_and_key)
     char *name = th_name("clitls-mtls");
     redisContext *r = th_redis(g_srv.port);
 #define MTLS(...) TLS("--cert", g_certs.client_crt, "--key", g_certs.client_key, __VA_ARGS__)
-    cr_assert_eq(RUN_IO(NULL, NULL, MTLS("run", name, "--", "true")), 0);
+    cr_assert_eq(RUN_IO(NULL, NULL, NULL, MTLS("run", name, "--", "true")), 0);
     char *out = tpath("hold.out");
     pid_t h = START(out, MTLS("hold", name));
     char *owner = first_line(out);
     cr_assert_eq(th_hget_int(r, name, owner), 1);
-    cr_assert_eq(RUN_IO(NULL, NULL, MTLS("status", name)), 0);
-    cr_assert_eq(RUN_IO(NULL, NULL, MTLS("wait", "-n", name)), 75);
+    cr_assert_eq(RUN_IO(NULL, NULL, NULL, MTLS("status", name)), 0);
+    cr_assert_eq(RUN_IO(NULL, NULL, NULL, MTLS("wait", "-n", name)), 75);
     pid_t w = START(NULL, MTLS("wait", name));
     wait_for_subscriber(r, name, w);
-    cr_assert_eq(RUN_IO(NULL, NULL, MTLS("unlock", "--force", name)), 0);
+    cr_assert_eq(RUN_IO(NULL, NULL, NULL, MTLS("unlock", "--force", name)), 0);
     cr_assert_eq(wait_exit(w, 5000), 0);
     /* The hold was broken: its release finds it gone, and says so. */
     kill(h, SIGTERM);
     cr_assert_eq(wait_exit(h, 15000), 79);
 #undef MTLS
     char *err = NULL;
-    cr_assert_eq(RUN_IO(NULL, &err, TLS("wait", name)), 69);
+    cr_assert_eq(RUN_IO(NULL, NULL, &err, TLS("wait", name)), 69);
     cr_assert(strstr(err, "(TLS)") != NULL && strstr(err, "certificate") != NULL, "%s", err);
     free(err);
-    cr_assert_eq(RUN_IO(NULL, &err, TLS("run", name, "--", "true")), 69);
+    cr_assert_eq(RUN_IO(NULL, NULL, &err, TLS("run", name, "--", "true")), 69);
     cr_assert(strstr(err, "certificate") != NULL, "%s", err);
     free(err);
     free(owner);

@@ -21,23 +21,6 @@ static void setup(void)
 
 TestSuite(revcli, .init = setup, .fini = cli_teardown, .timeout = 150);
 
-/* The state letter of /proc/PID/stat (R, S, D, T, Z, ...), or 0 when pid
- * does not exist. */
-static char proc_state(pid_t pid)
-{
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (f == NULL) {
-        return 0;
-    }
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *rp = strrchr(buf, ')');
-    return rp != NULL && rp[1] == ' ' ? rp[2] : 0;
-}
-
 /* Whether pid runs or may run: it exists, is not a zombie, is not stopped. */
 static bool pid_running(pid_t pid)
 {
@@ -71,15 +54,6 @@ static long stat_field(pid_t pid, int n)
         p++;
     }
     return strtol(p, NULL, 10);
-}
-
-/* Whether child pid has exited, without reaping it (still_running()
- * reaps, and wait_exit() then finds no status). */
-static bool has_exited(pid_t pid)
-{
-    siginfo_t si;
-    memset(&si, 0, sizeof si);
-    return waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid;
 }
 
 /* The pid in file path, or 0 (no file yet). */
@@ -321,13 +295,7 @@ Test(revcli, hold_whose_parent_died_at_once_does_not_hold_forever)
         cr_assert(asprintf(&script,
                            "\"%s\" hold \"%s\" > \"%s\" < /dev/null & echo $! > \"%s\"",
                            g_bin, names[i], out, pidf) > 0);
-        fflush(NULL);
-        pid_t sh = fork();
-        cr_assert(sh >= 0);
-        if (sh == 0) {
-            execl("/bin/sh", "sh", "-c", script, (char *)NULL);
-            _exit(99);
-        }
+        pid_t sh = SPAWN("/bin/sh", "-c", script);
         waitpid(sh, NULL, 0);
         free(script);
         holders[i] = read_pid(pidf);
@@ -598,30 +566,8 @@ Test(revcli, stopped_rlock_does_not_leave_command_running_past_the_lease)
  * (as `<&-`, `>&-`, `2>&-` do). */
 static pid_t start_closed(const bool close_fd[3], const char *const *args)
 {
-    const char *argv[40] = {g_bin};
-    int n = 1;
-    while (args[n - 1] != NULL) {
-        cr_assert(n < 39);
-        argv[n] = args[n - 1];
-        n++;
-    }
-    argv[n] = NULL;
-    fflush(NULL);
-    pid_t pid = fork();
-    cr_assert(pid >= 0);
-    if (pid == 0) {
-        for (int fd = 3; fd < 1024; fd++) {
-            close(fd);
-        }
-        for (int fd = 0; fd < 3; fd++) {
-            if (close_fd[fd]) {
-                close(fd);
-            }
-        }
-        execv(g_bin, (char **)argv);
-        _exit(99);
-    }
-    return pid;
+    return start_fds(close_fd[0] ? CLI_CLOSED : -1, close_fd[1] ? CLI_CLOSED : -1,
+                     close_fd[2] ? CLI_CLOSED : -1, args);
 }
 
 /* Finding 9 (medium). rlock does not make sure descriptors 0-2 are open
