@@ -260,6 +260,29 @@ char *th_server_tls_url(const th_server *s)
     return u;
 }
 
+char *th_tls_setup(th_tls *certs, th_server *srv, const char *auth, bool other_host)
+{
+    th_tls_make(certs);
+    th_server_start_tls(srv, certs, auth, other_host);
+    return th_server_tls_url(srv);
+}
+
+void th_tls_teardown(th_tls *certs, th_server *srv, char *url)
+{
+    th_server_stop(srv);
+    th_tls_free(certs);
+    free(url);
+}
+
+void th_tls_config(rlock_config *cfg, const char *url, const char *ca)
+{
+    rlock_config_init(cfg);
+    cfg->url = url;
+    cfg->tls_ca_file = ca;
+    cfg->connect_timeout_ms = 1000;
+    cfg->command_timeout_ms = 1000;
+}
+
 /* Runs a shell command in dir; aborts the test when it fails. */
 static void tls_sh(const char *dir, const char *cmd)
 {
@@ -699,6 +722,51 @@ void th__wait_blocked(const char *file, int line, pid_t tid, int64_t timeout_ms)
     bool ok = TH_POLL((in_row = in_futex_wait(tid) ? in_row + 1 : 0) >= 3, timeout_ms);
     cr_assert(ok, "%s:%d: thread %d is not asleep on a futex after %lld ms", file, line, (int)tid,
               (long long)th_ms(timeout_ms));
+}
+
+void th_count_lost(const char *name, uint64_t tid, void *arg)
+{
+    (void)name;
+    (void)tid;
+    th_lost_count *k = arg;
+    pthread_mutex_lock(&k->mu);
+    k->calls++;
+    pthread_mutex_unlock(&k->mu);
+}
+
+int th_lost_calls(th_lost_count *k)
+{
+    pthread_mutex_lock(&k->mu);
+    int n = k->calls;
+    pthread_mutex_unlock(&k->mu);
+    return n;
+}
+
+void *th_bg_main(void *arg)
+{
+    th_bg *b = arg;
+    __atomic_store_n(&b->tid, th_gettid(), __ATOMIC_RELEASE);
+    rlock *l;
+    th_ok(rlock_new(b->c, b->name, &l));
+    if (b->lock) {
+        b->st = rlock_lock_ex(l, b->wait_ms, RLOCK_WATCHDOG, b->cancel, NULL);
+        b->returned_at = th_now_ms();
+        if (b->st == RLOCK_OK) {
+            th_ok(rlock_unlock(l));
+        }
+    } else {
+        b->st = rlock_wait_unlocked(l, b->wait_ms, b->cancel);
+        b->returned_at = th_now_ms();
+    }
+    rlock_free(l);
+    return NULL;
+}
+
+pid_t th_bg_tid(th_bg *b)
+{
+    pid_t tid = 0;
+    cr_assert(TH_POLL((tid = __atomic_load_n(&b->tid, __ATOMIC_ACQUIRE)) != 0, 3000));
+    return tid;
 }
 
 char *th_build_path(const char *rel)

@@ -126,6 +126,15 @@ char *th_server_url(const th_server *s); /* caller frees */
 /* "rediss://127.0.0.1:<tls_port>"; caller frees. */
 char *th_server_tls_url(const th_server *s);
 
+/* The TLS suites' init and fini: fresh certificates in *certs, a private
+ * server with a TLS port as th_server_start_tls(), and its rediss:// URL
+ * (returned; th_tls_teardown() frees it). */
+char *th_tls_setup(th_tls *certs, th_server *srv, const char *auth, bool other_host);
+void th_tls_teardown(th_tls *certs, th_server *srv, char *url);
+/* cfg initialised for url, trusting ca, with 1 s connect and command
+ * timeouts. */
+void th_tls_config(rlock_config *cfg, const char *url, const char *ca);
+
 /* Monotonic milliseconds. */
 int64_t th_now_ms(void);
 void th_sleep_ms(int64_t ms);
@@ -230,6 +239,35 @@ typedef struct th_stall {
 void th__stall_start(const char *file, int line, th_stall *s, int port, int64_t ms);
 #define th_stall_start(s, port, ms) th__stall_start(__FILE__, __LINE__, s, port, ms)
 void th_stall_end(th_stall *s);
+
+/* ---- callbacks and threads of the lock tests --------------------------
+ * A count of on_lock_lost calls: set cfg.on_lock_lost = th_count_lost and
+ * cfg.on_lock_lost_arg to a th_lost_count = {PTHREAD_MUTEX_INITIALIZER, 0};
+ * th_lost_calls() reads it. */
+typedef struct th_lost_count {
+    pthread_mutex_t mu;
+    int calls;
+} th_lost_count;
+void th_count_lost(const char *name, uint64_t tid, void *arg);
+int th_lost_calls(th_lost_count *k);
+
+/* A thread (th_bg_main) that waits on lock name of client c: with
+ * rlock_wait_unlocked(wait_ms, cancel), or, with lock, takes it with
+ * rlock_lock_ex(wait_ms, RLOCK_WATCHDOG, cancel) and unlocks it. st is
+ * what the call returned, returned_at when (th_now_ms()). */
+typedef struct th_bg {
+    rlock_client *c;
+    const char *name;
+    int64_t wait_ms;
+    rlock_cancel *cancel;
+    bool lock;
+    pid_t tid;
+    rlock_status st;
+    int64_t returned_at;
+} th_bg;
+void *th_bg_main(void *arg);
+/* The kernel id of b's thread, once it has started (th_wait_blocked). */
+pid_t th_bg_tid(th_bg *b);
 
 /* Path of a built program (build dir from RLOCK_TEST_BUILD), caller frees. */
 char *th_build_path(const char *rel);

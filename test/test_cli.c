@@ -999,8 +999,9 @@ Test(cli, status_json_is_valid_for_any_name)
         cr_assert(asprintf(&owner, "%s:1", name) > 0);
         freeReplyObject(th_cmd(r, "HSET %b %b 1", name, strlen(name), owner, strlen(owner)));
         freeReplyObject(th_cmd(r, "PEXPIRE %b 60000", name, strlen(name)));
-        int code = wait_exit(start_io(NULL, path, NULL, (const char *const[]){"status", "--json", name, NULL}),
-                             th_ms(15000));
+        int code = wait_exit(
+            start_io(NULL, path, NULL, (const char *const[]){"status", "--json", name, NULL}),
+            th_ms(15000));
         cr_assert_eq(code, 0);
         if (python) {
             check_json(path, prefix, odd[i].want_hex, true);

@@ -14,9 +14,7 @@ static char *g_url; /* rediss://127.0.0.1:<tls port> */
 static void start(const char *auth)
 {
     cli_setup();
-    th_tls_make(&g_certs);
-    th_server_start_tls(&g_srv, &g_certs, auth, false);
-    g_url = th_server_tls_url(&g_srv);
+    g_url = th_tls_setup(&g_certs, &g_srv, auth, false);
     /* Nothing may fall back to the shared plain server. */
     unsetenv("RLOCK_URL");
 }
@@ -33,9 +31,7 @@ static void mutual_setup(void)
 
 static void teardown(void)
 {
-    th_server_stop(&g_srv);
-    th_tls_free(&g_certs);
-    free(g_url);
+    th_tls_teardown(&g_certs, &g_srv, g_url);
     cli_teardown();
 }
 

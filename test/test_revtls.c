@@ -25,28 +25,15 @@ static char *url; /* rediss://127.0.0.1:<tls port> */
 
 static void setup(void)
 {
-    th_tls_make(&certs);
-    th_server_start_tls(&srv, &certs, "optional", false);
-    url = th_server_tls_url(&srv);
+    url = th_tls_setup(&certs, &srv, "optional", false);
 }
 
 static void teardown(void)
 {
-    th_server_stop(&srv);
-    th_tls_free(&certs);
-    free(url);
+    th_tls_teardown(&certs, &srv, url);
 }
 
 TestSuite(revtls, .init = setup, .fini = teardown, .timeout = 60);
-
-static void config(rlock_config *cfg, const char *u)
-{
-    rlock_config_init(cfg);
-    cfg->url = u;
-    cfg->tls_ca_file = certs.ca;
-    cfg->connect_timeout_ms = 1000;
-    cfg->command_timeout_ms = 1000;
-}
 
 /* ---- a tiny forwarding proxy ------------------------------------------ */
 
@@ -254,7 +241,7 @@ Test(revtls, trickled_reply_ends_within_the_command_timeout)
     char *u = NULL;
     cr_assert(asprintf(&u, "rediss://127.0.0.1:%d", p->port) > 0);
     rlock_config cfg;
-    config(&cfg, u);
+    th_tls_config(&cfg, u, certs.ca);
     cfg.command_timeout_ms = 200;
     rlock_client *c = th_client_cfg(&cfg);
     char *name = th_name("revtls-trickle");
@@ -323,7 +310,7 @@ Test(revtls, handshake_refused_by_a_full_server_is_retried)
     char *u = NULL;
     cr_assert(asprintf(&u, "rediss://127.0.0.1:%d", p->port) > 0);
     rlock_config cfg;
-    config(&cfg, u);
+    th_tls_config(&cfg, u, certs.ca);
     cfg.retry_timeout_ms = 10000;
     rlock_client *c = th_client_cfg(&cfg);
     redisContext *r = th_redis(srv.port);
@@ -373,7 +360,7 @@ Test(revtls, connection_lost_before_the_first_reply_is_retried)
     char *u = NULL;
     cr_assert(asprintf(&u, "rediss://:%s@127.0.0.1:%d", pw, p->port) > 0);
     rlock_config cfg;
-    config(&cfg, u);
+    th_tls_config(&cfg, u, certs.ca);
     cfg.retry_timeout_ms = 10000;
     rlock_client *c = th_client_cfg(&cfg);
     char *name = th_name("revtls-cut");

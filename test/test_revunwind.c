@@ -17,44 +17,6 @@ TestSuite(revunwind, .timeout = 90);
 
 /* ---- helpers ----------------------------------------------------------- */
 
-typedef struct bg {
-    rlock_client *c;
-    const char *name;
-    int64_t wait_ms;
-    rlock_cancel *cancel;
-    bool lock; /* rlock_lock() then unlock, instead of rlock_wait_unlocked() */
-    pid_t tid;
-    rlock_status st;
-    int64_t returned_at;
-} bg;
-
-static pid_t bg_tid(bg *b)
-{
-    pid_t tid = 0;
-    cr_assert(TH_POLL((tid = __atomic_load_n(&b->tid, __ATOMIC_ACQUIRE)) != 0, 3000));
-    return tid;
-}
-
-static void *bg_main(void *arg)
-{
-    bg *b = arg;
-    __atomic_store_n(&b->tid, th_gettid(), __ATOMIC_RELEASE);
-    rlock *l;
-    th_ok(rlock_new(b->c, b->name, &l));
-    if (b->lock) {
-        b->st = rlock_lock_ex(l, b->wait_ms, RLOCK_WATCHDOG, b->cancel, NULL);
-        b->returned_at = th_now_ms();
-        if (b->st == RLOCK_OK) {
-            th_ok(rlock_unlock(l));
-        }
-    } else {
-        b->st = rlock_wait_unlocked(l, b->wait_ms, b->cancel);
-        b->returned_at = th_now_ms();
-    }
-    rlock_free(l);
-    return NULL;
-}
-
 static void force(rlock_client *c, const char *name)
 {
     rlock *f;
@@ -179,37 +141,14 @@ Test(revunwind, fresh_hold_above_lost_levels_is_renewed)
 
 /* The lost-lock callback: once per loss of a watchdog-mode hold, so two
  * for lose, relock, lose again. */
-typedef struct counter {
-    pthread_mutex_t mu;
-    int n;
-} counter;
-
-static void on_lost(const char *name, uint64_t tid, void *arg)
-{
-    (void)name;
-    (void)tid;
-    counter *k = arg;
-    pthread_mutex_lock(&k->mu);
-    k->n++;
-    pthread_mutex_unlock(&k->mu);
-}
-
-static int count_of(counter *k)
-{
-    pthread_mutex_lock(&k->mu);
-    int n = k->n;
-    pthread_mutex_unlock(&k->mu);
-    return n;
-}
-
 Test(revunwind, lost_callback_once_per_loss)
 {
-    counter k = {PTHREAD_MUTEX_INITIALIZER, 0};
+    th_lost_count k = {PTHREAD_MUTEX_INITIALIZER, 0};
     rlock_config cfg;
     rlock_config_init(&cfg);
     cfg.url = th_url();
     cfg.watchdog_timeout_ms = 600;
-    cfg.on_lock_lost = on_lost;
+    cfg.on_lock_lost = th_count_lost;
     cfg.on_lock_lost_arg = &k;
     rlock_client *c = th_client_cfg(&cfg);
     redisContext *r = th_redis(0);
@@ -219,16 +158,16 @@ Test(revunwind, lost_callback_once_per_loss)
     th_ok(rlock_lock(l, RLOCK_WATCHDOG));
     th_ok(rlock_lock(l, RLOCK_WATCHDOG));
     th_run(r, "DEL %s", name);
-    cr_assert(TH_POLL(count_of(&k) == 1, 3000));
+    cr_assert(TH_POLL(th_lost_calls(&k) == 1, 3000));
     th_assert_status(rlock_unlock(l), RLOCK_ELOST);
     th_ok(rlock_lock(l, RLOCK_WATCHDOG));
     th_run(r, "DEL %s", name);
-    cr_assert(TH_POLL(count_of(&k) == 2, 3000), "reports: %d", count_of(&k));
+    cr_assert(TH_POLL(th_lost_calls(&k) == 2, 3000), "reports: %d", th_lost_calls(&k));
     th_assert_status(rlock_unlock(l), RLOCK_ELOST);
     th_assert_status(rlock_unlock(l), RLOCK_ELOST);
     th_assert_status(rlock_unlock(l), RLOCK_ENOTOWNER);
     th_sleep_ms(th_ms(800));
-    cr_assert_eq(count_of(&k), 2, "reports: %d", count_of(&k));
+    cr_assert_eq(th_lost_calls(&k), 2, "reports: %d", th_lost_calls(&k));
     rlock_free(l);
     rlock_client_free(c);
     redisFree(r);
@@ -334,12 +273,12 @@ Test(revunwind, acquirer_behind_five_watchers_woken_within_a_second)
     rlock *hl;
     th_ok(rlock_new(b, name, &hl));
     th_ok(rlock_lock(hl, LONG_LEASE_MS));
-    bg w[6];
+    th_bg w[6];
     pthread_t t[6];
     for (int i = 0; i < 6; i++) {
-        w[i] = (bg){.c = a, .name = name, .wait_ms = RLOCK_WAIT_FOREVER, .lock = i == 5};
-        cr_assert_eq(pthread_create(&t[i], NULL, bg_main, &w[i]), 0);
-        th_wait_blocked(bg_tid(&w[i]), 3000);
+        w[i] = (th_bg){.c = a, .name = name, .wait_ms = RLOCK_WAIT_FOREVER, .lock = i == 5};
+        cr_assert_eq(pthread_create(&t[i], NULL, th_bg_main, &w[i]), 0);
+        th_wait_blocked(th_bg_tid(&w[i]), 3000);
     }
     int64_t at = th_now_ms();
     th_ok(rlock_unlock(hl));
@@ -364,12 +303,12 @@ Test(revunwind, watchers_behind_an_acquirer_see_it_free_after_it)
     rlock *hl;
     th_ok(rlock_new(b, name, &hl));
     th_ok(rlock_lock(hl, LONG_LEASE_MS));
-    bg w[6];
+    th_bg w[6];
     pthread_t t[6];
     for (int i = 0; i < 6; i++) {
-        w[i] = (bg){.c = a, .name = name, .wait_ms = RLOCK_WAIT_FOREVER, .lock = i == 0};
-        cr_assert_eq(pthread_create(&t[i], NULL, bg_main, &w[i]), 0);
-        th_wait_blocked(bg_tid(&w[i]), 3000);
+        w[i] = (th_bg){.c = a, .name = name, .wait_ms = RLOCK_WAIT_FOREVER, .lock = i == 0};
+        cr_assert_eq(pthread_create(&t[i], NULL, th_bg_main, &w[i]), 0);
+        th_wait_blocked(th_bg_tid(&w[i]), 3000);
     }
     int64_t at = th_now_ms();
     th_ok(rlock_unlock(hl));
@@ -397,13 +336,13 @@ Test(revunwind, cancel_racing_the_wake_passes_it_on)
         th_ok(rlock_lock(hl, LONG_LEASE_MS));
         rlock_cancel *tok;
         th_ok(rlock_cancel_new(&tok));
-        bg w = {.c = a, .name = name, .wait_ms = RLOCK_WAIT_FOREVER, .cancel = tok};
-        bg acq = {.c = a, .name = name, .wait_ms = RLOCK_WAIT_FOREVER, .lock = true};
+        th_bg w = {.c = a, .name = name, .wait_ms = RLOCK_WAIT_FOREVER, .cancel = tok};
+        th_bg acq = {.c = a, .name = name, .wait_ms = RLOCK_WAIT_FOREVER, .lock = true};
         pthread_t t1, t2;
-        cr_assert_eq(pthread_create(&t1, NULL, bg_main, &w), 0);
-        th_wait_blocked(bg_tid(&w), 3000);
-        cr_assert_eq(pthread_create(&t2, NULL, bg_main, &acq), 0);
-        th_wait_blocked(bg_tid(&acq), 3000);
+        cr_assert_eq(pthread_create(&t1, NULL, th_bg_main, &w), 0);
+        th_wait_blocked(th_bg_tid(&w), 3000);
+        cr_assert_eq(pthread_create(&t2, NULL, th_bg_main, &acq), 0);
+        th_wait_blocked(th_bg_tid(&acq), 3000);
         int64_t at = th_now_ms();
         th_ok(rlock_unlock(hl));
         if (round % 3) {
@@ -435,11 +374,11 @@ Test(revunwind, watcher_survives_pubsub_drop)
     rlock *hl;
     th_ok(rlock_new(b, name, &hl));
     th_ok(rlock_lock(hl, LONG_LEASE_MS));
-    bg w = {.c = a, .name = name, .wait_ms = RLOCK_WAIT_FOREVER};
+    th_bg w = {.c = a, .name = name, .wait_ms = RLOCK_WAIT_FOREVER};
     pthread_t t;
-    cr_assert_eq(pthread_create(&t, NULL, bg_main, &w), 0);
+    cr_assert_eq(pthread_create(&t, NULL, th_bg_main, &w), 0);
     th_wait_waiters(0, name, 1, 3000);
-    th_wait_blocked(bg_tid(&w), 3000);
+    th_wait_blocked(th_bg_tid(&w), 3000);
     th_run(r, "CLIENT KILL TYPE pubsub");
     int64_t at = th_now_ms();
     th_ok(rlock_unlock(hl));
@@ -462,10 +401,10 @@ Test(revunwind, client_freed_while_watching_is_eclosed)
     rlock *hl;
     th_ok(rlock_new(b, name, &hl));
     th_ok(rlock_lock(hl, LONG_LEASE_MS));
-    bg w = {.c = a, .name = name, .wait_ms = RLOCK_WAIT_FOREVER};
+    th_bg w = {.c = a, .name = name, .wait_ms = RLOCK_WAIT_FOREVER};
     pthread_t t;
-    cr_assert_eq(pthread_create(&t, NULL, bg_main, &w), 0);
-    th_wait_blocked(bg_tid(&w), 3000);
+    cr_assert_eq(pthread_create(&t, NULL, th_bg_main, &w), 0);
+    th_wait_blocked(th_bg_tid(&w), 3000);
     int64_t at = th_now_ms();
     rlock_client_free(a);
     pthread_join(t, NULL);
@@ -575,10 +514,10 @@ Test(revunwind, longest_name_waits)
     rlock *hl;
     th_ok(rlock_new(b, name, &hl));
     th_ok(rlock_lock(hl, LONG_LEASE_MS));
-    bg w = {.c = a, .name = name, .wait_ms = 10000};
+    th_bg w = {.c = a, .name = name, .wait_ms = 10000};
     pthread_t t;
-    cr_assert_eq(pthread_create(&t, NULL, bg_main, &w), 0);
-    th_wait_blocked(bg_tid(&w), 3000);
+    cr_assert_eq(pthread_create(&t, NULL, th_bg_main, &w), 0);
+    th_wait_blocked(th_bg_tid(&w), 3000);
     int64_t at = th_now_ms();
     th_ok(rlock_unlock(hl));
     pthread_join(t, NULL);

@@ -23,9 +23,7 @@ static char *url; /* rediss://127.0.0.1:<tls port> */
 
 static void start(const char *auth, bool other_host)
 {
-    th_tls_make(&certs);
-    th_server_start_tls(&srv, &certs, auth, other_host);
-    url = th_server_tls_url(&srv);
+    url = th_tls_setup(&certs, &srv, auth, other_host);
 }
 
 static void setup(void)
@@ -35,9 +33,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-    th_server_stop(&srv);
-    th_tls_free(&certs);
-    free(url);
+    th_tls_teardown(&certs, &srv, url);
 }
 
 TestSuite(tls, .init = setup, .fini = teardown, .timeout = 60);
@@ -58,11 +54,7 @@ TestSuite(tls_other_host, .init = other_host_setup, .fini = teardown, .timeout =
 
 static void config(rlock_config *cfg, const char *u)
 {
-    rlock_config_init(cfg);
-    cfg->url = u;
-    cfg->tls_ca_file = certs.ca;
-    cfg->connect_timeout_ms = 1000;
-    cfg->command_timeout_ms = 1000;
+    th_tls_config(cfg, u, certs.ca);
 }
 
 static rlock_client *tls_client(void)

@@ -23,29 +23,6 @@ typedef enum cause { FORCE, LEASE, WATCHDOG } cause;
 /* The other client's hold: outlives every test. */
 #define OTHER_LEASE_MS 60000
 
-typedef struct lost_count {
-    pthread_mutex_t mu;
-    int calls;
-} lost_count;
-
-static void on_lost(const char *name, uint64_t tid, void *arg)
-{
-    (void)name;
-    (void)tid;
-    lost_count *k = arg;
-    pthread_mutex_lock(&k->mu);
-    k->calls++;
-    pthread_mutex_unlock(&k->mu);
-}
-
-static int lost_calls(lost_count *k)
-{
-    pthread_mutex_lock(&k->mu);
-    int n = k->calls;
-    pthread_mutex_unlock(&k->mu);
-    return n;
-}
-
 static const char *cause_name(cause why)
 {
     return why == FORCE ? "force-unlock" : why == LEASE ? "lease expiry" : "watchdog";
@@ -54,7 +31,7 @@ static const char *cause_name(cause why)
 /* Takes the lock depth deep and loses it for the given cause; returns once
  * the key is gone (and, for WATCHDOG, the loss reported). */
 static void take_and_lose(rlock_client *other, rlock *l, const char *name, int depth, cause why,
-                          lost_count *k)
+                          th_lost_count *k)
 {
     redisContext *r = th_redis(0);
     for (int i = 0; i < depth; i++) {
@@ -75,7 +52,7 @@ static void take_and_lose(rlock_client *other, rlock *l, const char *name, int d
     } else {
         /* Deleted behind the client's back: the next renewal finds it. */
         th_run(r, "DEL %s", name);
-        cr_assert(TH_POLL(lost_calls(k) != 0, 3 * WD_TIMEOUT_MS), "on_lock_lost never called");
+        cr_assert(TH_POLL(th_lost_calls(k) != 0, 3 * WD_TIMEOUT_MS), "on_lock_lost never called");
     }
     cr_assert_eq(th_exists(r, name), 0);
     redisFree(r);
@@ -110,14 +87,14 @@ static void assert_others_hold(redisContext *r, const char *name, const char *ow
  * RLOCK_ENOTOWNER, with Redis checked after each. */
 static void unwind_once(int depth, cause why, bool with_other)
 {
-    lost_count k = {PTHREAD_MUTEX_INITIALIZER, 0};
+    th_lost_count k = {PTHREAD_MUTEX_INITIALIZER, 0};
     rlock_config cfg;
     rlock_config_init(&cfg);
     cfg.url = th_url();
     if (why == WATCHDOG) {
         cfg.watchdog_timeout_ms = WD_TIMEOUT_MS;
     }
-    cfg.on_lock_lost = on_lost;
+    cfg.on_lock_lost = th_count_lost;
     cfg.on_lock_lost_arg = &k;
     rlock_client *c = th_client_cfg(&cfg);
     rlock_client *other = th_client(NULL, 0);
@@ -179,7 +156,7 @@ static void unwind_once(int depth, cause why, bool with_other)
     /* Reported once for a watchdog-mode hold the watchdog found gone;
      * never for an explicit lease; a force-unlocked one is found by the
      * next renewal only if it comes before the unwinding (30 s here). */
-    int calls = lost_calls(&k);
+    int calls = th_lost_calls(&k);
     if (why == WATCHDOG) {
         cr_assert_eq(calls, 1, "on_lock_lost called %d times", calls);
     } else if (why == LEASE) {
@@ -215,7 +192,7 @@ Test(unwind, watchdog_loss_depth_3) { unwind_case(3, WATCHDOG); }
  * unlock, which would leave the new hold in Redis. */
 Test(unwind, lock_again_midway_is_a_fresh_hold_released_first)
 {
-    lost_count k = {PTHREAD_MUTEX_INITIALIZER, 0};
+    th_lost_count k = {PTHREAD_MUTEX_INITIALIZER, 0};
     rlock_client *c = th_client(NULL, 0), *other = th_client(NULL, 0);
     redisContext *r = th_redis(0);
     char *name = th_name("unwind-again");
@@ -248,7 +225,7 @@ Test(unwind, lock_again_midway_is_a_fresh_hold_released_first)
  * the three levels sit below it. */
 Test(unwind, reentry_finds_the_loss_and_every_level_still_unwinds)
 {
-    lost_count k = {PTHREAD_MUTEX_INITIALIZER, 0};
+    th_lost_count k = {PTHREAD_MUTEX_INITIALIZER, 0};
     rlock_client *c = th_client(NULL, 0), *other = th_client(NULL, 0);
     redisContext *r = th_redis(0);
     char *name = th_name("unwind-reentry");

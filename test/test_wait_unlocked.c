@@ -13,44 +13,6 @@ TestSuite(wait_unlocked, .timeout = 60);
 
 #define LONG_LEASE_MS 60000
 
-typedef struct bg_wait {
-    rlock_client *c;
-    const char *name;
-    int64_t wait_ms;
-    rlock_cancel *cancel;
-    bool lock; /* rlock_lock() instead (then unlock) */
-    pid_t tid;
-    rlock_status st;
-    int64_t returned_at;
-} bg_wait;
-
-/* The kernel id of b's thread, once it has started. */
-static pid_t bg_tid(bg_wait *b)
-{
-    pid_t tid = 0;
-    cr_assert(TH_POLL((tid = __atomic_load_n(&b->tid, __ATOMIC_ACQUIRE)) != 0, 3000));
-    return tid;
-}
-
-static void *bg_main(void *arg)
-{
-    bg_wait *b = arg;
-    __atomic_store_n(&b->tid, th_gettid(), __ATOMIC_RELEASE);
-    rlock *l;
-    th_ok(rlock_new(b->c, b->name, &l));
-    if (b->lock) {
-        b->st = rlock_lock(l, RLOCK_WATCHDOG);
-        if (b->st == RLOCK_OK) {
-            th_ok(rlock_unlock(l));
-        }
-    } else {
-        b->st = rlock_wait_unlocked(l, b->wait_ms, b->cancel);
-    }
-    b->returned_at = th_now_ms();
-    rlock_free(l);
-    return NULL;
-}
-
 Test(wait_unlocked, free_at_once)
 {
     rlock_client *c = th_client(NULL, 0);
@@ -84,9 +46,9 @@ Test(wait_unlocked, woken_by_another_clients_unlock)
     rlock *hl;
     th_ok(rlock_new(b, name, &hl));
     th_ok(rlock_lock(hl, LONG_LEASE_MS));
-    bg_wait w = {.c = a, .name = name, .wait_ms = RLOCK_WAIT_FOREVER};
+    th_bg w = {.c = a, .name = name, .wait_ms = RLOCK_WAIT_FOREVER};
     pthread_t th;
-    cr_assert_eq(pthread_create(&th, NULL, bg_main, &w), 0);
+    cr_assert_eq(pthread_create(&th, NULL, th_bg_main, &w), 0);
     th_wait_waiters(0, name, 1, 3000);
     int64_t at = th_now_ms();
     th_ok(rlock_unlock(hl));
@@ -162,11 +124,11 @@ Test(wait_unlocked, cancelled_from_another_thread)
     th_ok(rlock_lock(hl, LONG_LEASE_MS));
     rlock_cancel *tok;
     th_ok(rlock_cancel_new(&tok));
-    bg_wait w = {.c = a, .name = name, .wait_ms = RLOCK_WAIT_FOREVER, .cancel = tok};
+    th_bg w = {.c = a, .name = name, .wait_ms = RLOCK_WAIT_FOREVER, .cancel = tok};
     pthread_t th;
-    cr_assert_eq(pthread_create(&th, NULL, bg_main, &w), 0);
+    cr_assert_eq(pthread_create(&th, NULL, th_bg_main, &w), 0);
     th_wait_waiters(0, name, 1, 3000);
-    th_wait_blocked(bg_tid(&w), 3000);
+    th_wait_blocked(th_bg_tid(&w), 3000);
     int64_t at = th_now_ms();
     rlock_cancel_fire(tok);
     pthread_join(th, NULL);
@@ -203,9 +165,9 @@ Test(wait_unlocked, caller_holding_it_is_edeadlk)
     th_assert_status(rlock_wait_unlocked(l, 0, NULL), RLOCK_EDEADLK);
     cr_assert(th_now_ms() - t0 < th_ms(1000));
     cr_assert_str_eq(rlock_status_name(RLOCK_EDEADLK), "RLOCK_EDEADLK");
-    bg_wait w = {.c = c, .name = name, .wait_ms = 200};
+    th_bg w = {.c = c, .name = name, .wait_ms = 200};
     pthread_t th;
-    cr_assert_eq(pthread_create(&th, NULL, bg_main, &w), 0);
+    cr_assert_eq(pthread_create(&th, NULL, th_bg_main, &w), 0);
     pthread_join(th, NULL);
     th_assert_status(w.st, RLOCK_EBUSY);
     th_ok(rlock_unlock(l));
@@ -234,14 +196,14 @@ Test(wait_unlocked, acquirer_behind_it_is_still_woken)
     rlock *hl;
     th_ok(rlock_new(b, name, &hl));
     th_ok(rlock_lock(hl, LONG_LEASE_MS));
-    bg_wait w1 = {.c = a, .name = name, .wait_ms = RLOCK_WAIT_FOREVER};
-    bg_wait w2 = {.c = a, .name = name, .lock = true};
+    th_bg w1 = {.c = a, .name = name, .wait_ms = RLOCK_WAIT_FOREVER};
+    th_bg w2 = {.c = a, .name = name, .wait_ms = RLOCK_WAIT_FOREVER, .lock = true};
     pthread_t t1, t2;
-    cr_assert_eq(pthread_create(&t1, NULL, bg_main, &w1), 0);
+    cr_assert_eq(pthread_create(&t1, NULL, th_bg_main, &w1), 0);
     th_wait_waiters(0, name, 1, 3000);
-    th_wait_blocked(bg_tid(&w1), 3000);
-    cr_assert_eq(pthread_create(&t2, NULL, bg_main, &w2), 0);
-    th_wait_blocked(bg_tid(&w2), 3000);
+    th_wait_blocked(th_bg_tid(&w1), 3000);
+    cr_assert_eq(pthread_create(&t2, NULL, th_bg_main, &w2), 0);
+    th_wait_blocked(th_bg_tid(&w2), 3000);
     int64_t at = th_now_ms();
     th_ok(rlock_unlock(hl));
     pthread_join(t1, NULL);
