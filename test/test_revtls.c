@@ -227,6 +227,15 @@ static void mp_free(mp *p)
     free(p);
 }
 
+/* The rediss:// URL of proxy p, with password when not NULL; caller frees. */
+static char *proxy_url(const mp *p, const char *password)
+{
+    char *u = NULL;
+    cr_assert(asprintf(&u, "rediss://%s%s%s127.0.0.1:%d", password ? ":" : "",
+                       password ? password : "", password ? "@" : "", p->port) > 0);
+    return u;
+}
+
 /* ---- deadlines --------------------------------------------------------- */
 
 /* A query runs one command, "at most command_timeout_ms" (rlock.h). The
@@ -238,8 +247,7 @@ static void mp_free(mp *p)
 Test(revtls, trickled_reply_ends_within_the_command_timeout)
 {
     mp *p = mp_new(srv.tls_port);
-    char *u = NULL;
-    cr_assert(asprintf(&u, "rediss://127.0.0.1:%d", p->port) > 0);
+    char *u = proxy_url(p, NULL);
     rlock_config cfg;
     th_tls_config(&cfg, u, certs.ca);
     cfg.command_timeout_ms = 200;
@@ -307,8 +315,7 @@ static void *locker_main(void *arg)
 Test(revtls, handshake_refused_by_a_full_server_is_retried)
 {
     mp *p = mp_new(srv.tls_port);
-    char *u = NULL;
-    cr_assert(asprintf(&u, "rediss://127.0.0.1:%d", p->port) > 0);
+    char *u = proxy_url(p, NULL);
     rlock_config cfg;
     th_tls_config(&cfg, u, certs.ca);
     cfg.retry_timeout_ms = 10000;
@@ -357,8 +364,7 @@ Test(revtls, connection_lost_before_the_first_reply_is_retried)
     pw[200] = '\0';
     th_run(r, "CONFIG SET requirepass %s", pw);
     mp *p = mp_new(srv.tls_port);
-    char *u = NULL;
-    cr_assert(asprintf(&u, "rediss://:%s@127.0.0.1:%d", pw, p->port) > 0);
+    char *u = proxy_url(p, pw);
     rlock_config cfg;
     th_tls_config(&cfg, u, certs.ca);
     cfg.retry_timeout_ms = 10000;

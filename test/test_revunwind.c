@@ -263,20 +263,21 @@ Test(revunwind, fork_with_lost_levels)
 
 /* ---- rlock_wait_unlocked ------------------------------------------------ */
 
-/* Five waiters of rlock_wait_unlocked() queued before an rlock_lock()
- * waiter, all in one client: the holder's unlock frees them all and the
- * acquirer gets the lock within a second, not at the holder's lease. */
-Test(revunwind, acquirer_behind_five_watchers_woken_within_a_second)
+/* Six waiters in one client queued behind another client's hold, the
+ * one at index acquirer with rlock_lock(), the others with
+ * rlock_wait_unlocked(): the holder's unlock frees them all, each within
+ * a second, not at the holder's lease. */
+static void six_waiters_all_woken(const char *prefix, int acquirer)
 {
     rlock_client *a = th_client(NULL, 0), *b = th_client(NULL, 0);
-    char *name = th_name("ru-five");
+    char *name = th_name(prefix);
     rlock *hl;
     th_ok(rlock_new(b, name, &hl));
     th_ok(rlock_lock(hl, LONG_LEASE_MS));
     th_bg w[6];
     pthread_t t[6];
     for (int i = 0; i < 6; i++) {
-        w[i] = (th_bg){.c = a, .name = name, .wait_ms = RLOCK_WAIT_FOREVER, .lock = i == 5};
+        w[i] = (th_bg){.c = a, .name = name, .wait_ms = RLOCK_WAIT_FOREVER, .lock = i == acquirer};
         cr_assert_eq(pthread_create(&t[i], NULL, th_bg_main, &w[i]), 0);
         th_wait_blocked(th_bg_tid(&w[i]), 3000);
     }
@@ -294,34 +295,19 @@ Test(revunwind, acquirer_behind_five_watchers_woken_within_a_second)
     free(name);
 }
 
+/* Five waiters of rlock_wait_unlocked() queued before an rlock_lock()
+ * waiter, all in one client: the holder's unlock frees them all and the
+ * acquirer gets the lock within a second, not at the holder's lease. */
+Test(revunwind, acquirer_behind_five_watchers_woken_within_a_second)
+{
+    six_waiters_all_woken("ru-five", 5);
+}
+
 /* The same with the acquirer first and the watchers behind it: they see
  * the lock free once the acquirer has unlocked. */
 Test(revunwind, watchers_behind_an_acquirer_see_it_free_after_it)
 {
-    rlock_client *a = th_client(NULL, 0), *b = th_client(NULL, 0);
-    char *name = th_name("ru-five2");
-    rlock *hl;
-    th_ok(rlock_new(b, name, &hl));
-    th_ok(rlock_lock(hl, LONG_LEASE_MS));
-    th_bg w[6];
-    pthread_t t[6];
-    for (int i = 0; i < 6; i++) {
-        w[i] = (th_bg){.c = a, .name = name, .wait_ms = RLOCK_WAIT_FOREVER, .lock = i == 0};
-        cr_assert_eq(pthread_create(&t[i], NULL, th_bg_main, &w[i]), 0);
-        th_wait_blocked(th_bg_tid(&w[i]), 3000);
-    }
-    int64_t at = th_now_ms();
-    th_ok(rlock_unlock(hl));
-    for (int i = 0; i < 6; i++) {
-        pthread_join(t[i], NULL);
-        th_ok(w[i].st);
-        cr_assert(w[i].returned_at - at < th_ms(1000), "waiter %d returned %lld ms after", i,
-                  (long long)(w[i].returned_at - at));
-    }
-    rlock_free(hl);
-    rlock_client_free(a);
-    rlock_client_free(b);
-    free(name);
+    six_waiters_all_woken("ru-five2", 0);
 }
 
 /* A cancel that races the release's wake-up: the acquirer queued behind
