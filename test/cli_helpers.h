@@ -123,6 +123,7 @@ static inline pid_t start_io(const char *in, const char *out, const char *err,
         if (paths[i] != NULL) {
             fds[i] = i == 0 ? open(paths[i], O_RDONLY)
                             : open(paths[i], O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            cr_assert(i == 0 || fds[i] >= 0, "%s: %s", paths[i], strerror(errno));
         }
     }
     pid_t p = start_fds(fds[0], fds[1], fds[2], args);
