@@ -188,6 +188,16 @@ static inline int run(char **out, const char *const *args)
 
 #define RUN(out, ...) run((out), (const char *const[]){__VA_ARGS__, NULL})
 
+/* *dst = s when dst is not NULL (the caller wants s), else frees s. */
+static inline void give(char **dst, char *s)
+{
+    if (dst != NULL) {
+        *dst = s;
+    } else {
+        free(s);
+    }
+}
+
 /* Runs rlock to completion with stdin from in (a path, or NULL); *out and
  * *err (may be NULL) receive its stdout and stderr; the stderr is also
  * copied to the test's, so that failures explain themselves. */
@@ -197,16 +207,8 @@ static inline int run_io(const char *in, char **out, char **err, const char *con
     int code = wait_exit(start_io(in, opath, epath, args), 60000);
     char *o = slurp(opath), *e = slurp(epath);
     fputs(e, stderr);
-    if (out != NULL) {
-        *out = o;
-    } else {
-        free(o);
-    }
-    if (err != NULL) {
-        *err = e;
-    } else {
-        free(e);
-    }
+    give(out, o);
+    give(err, e);
     unlink(opath);
     unlink(epath);
     free(opath);

@@ -50,16 +50,8 @@ static int sh(char **out, char **err, const char *fmt, ...)
     snprintf(e, sizeof e, "%s/sh.err", g_dir);
     char *so = slurp(o), *se = slurp(e);
     fprintf(stderr, "[%s] -> %d: %s", line, code, se);
-    if (out != NULL) {
-        *out = so;
-    } else {
-        free(so);
-    }
-    if (err != NULL) {
-        *err = se;
-    } else {
-        free(se);
-    }
+    give(out, so);
+    give(err, se);
     free(line);
     return code;
 }
