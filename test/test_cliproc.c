@@ -108,6 +108,9 @@ Test(cliproc, each_signal_ends_the_group_before_the_release)
     redisContext *r = th_redis(0);
     for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
         int sig = sigs[i];
+        if (sig == SIGRTMAX && th_under_valgrind()) {
+            continue; /* valgrind keeps the last real-time signal for itself */
+        }
         char *name = th_name("cliproc-sig");
         char *pidfile = NULL;
         cr_assert(asprintf(&pidfile, "%s/pids-%d", g_dir, sig) > 0);
