@@ -13,11 +13,12 @@
  * Lock loss is detected two ways. With the watchdog (the default), the
  * library calls on_lock_lost when a renewal finds the hold gone. With an
  * explicit lease (-l), nothing renews the lock and nothing tells us it
- * expired, so the loop wakes at the lease deadline, measured from just
+ * expired, so run ends COMMAND before the lease's end, measured from just
  * before the acquiring call was sent (so never later than Redis expires the
- * key), and treats the lease as over. Either way the child gets -S SIGNAL
- * (SIGTERM by default), optionally SIGKILL -k TIME later, and rlock exits
- * 79; `hold` releases nothing (there is nothing left) and exits 79 at once.
+ * key): -S, then SIGKILL (see lease_plan()). With the watchdog the child
+ * gets -S SIGNAL (SIGTERM by default), optionally SIGKILL -k TIME later;
+ * either way rlock exits 79. `hold` releases nothing (there is nothing
+ * left) and exits 79 at once when its lease (-l) runs out.
  *
  * COMMAND runs in a process group of its own with a guard that kills the
  * group if rlock dies (proc.c); every signal rlock gets goes to the whole
@@ -95,11 +96,17 @@ static void on_signal(int sig, siginfo_t *si, void *ctx)
     errno = saved;
 }
 
+/* Why the lock was lost, when rlock's own TTL check found it (arg); NULL:
+ * the watchdog did. Written before g_lost is set. */
+static _Atomic(const char *) g_lost_why;
+
 static void on_lost(const char *name, uint64_t tid, void *arg)
 {
     (void)name;
-    (void)arg;
     if (tid == g_tid) {
+        if (arg != NULL) {
+            atomic_store(&g_lost_why, (const char *)arg);
+        }
         atomic_store(&g_lost, true);
         unsigned char b = LOST_BYTE;
         if (write(g_pipe[1], &b, 1) < 0) {
@@ -239,14 +246,20 @@ static int drain_for_signal(void)
  * late by 2L/3 - L/6 - MARGIN (400 ms for L = 1 s, 15 s for the default
  * 30 s) before the guards fire on a healthy lock: the slack a busy machine
  * needs. MARGIN is L/10, at most 200 ms: the time a guard may need to be
- * scheduled and its SIGKILL delivered.
+ * scheduled and its SIGKILL delivered. The same check is how rlock learns
+ * early that the key is gone or has another holder (deleted, force-
+ * unlocked): a loss, at once, rather than at the next renewal.
  *
- * With an explicit lease (-l) rlock itself signals COMMAND when the lease
- * runs out (-S, then -k); the guards fire GRACE after that moment (and
- * after -k's SIGKILL is due, once the lock is lost) only if rlock has not
- * acted by then: a backstop that never takes the place of -S. */
+ * With an explicit lease (-l L) the guards fire at the lease's end minus
+ * MARGIN (L/10, at most 200 ms), like with the watchdog, so a stopped rlock
+ * cannot leave COMMAND running once the key may expire. rlock itself acts
+ * earlier: -S SIG at that point minus K, SIGKILL at that point, where K
+ * is -k TIME, or without -k the smaller of 2 s and L/4 (-S no earlier than
+ * the acquisition). After a loss under the watchdog, the guards fire
+ * GRACE after -k's SIGKILL was due, if rlock has not acted by then. */
 #define GUARD_GRACE_MS 1000
 #define GUARD_MARGIN_MAX_MS 200
+#define LEASE_TERM_MAX_MS 2000
 
 /* One rlock run: what supervise() and the end of the group share. */
 typedef struct run_state {
@@ -255,6 +268,8 @@ typedef struct run_state {
     cli_group *g;
     const char *what;   /* COMMAND's name, in messages */
     int64_t lease_end;  /* -l: when the lease runs out, else -1 */
+    int64_t term_at;    /* -l: when -S goes to COMMAND */
+    int64_t kill_line;  /* -l: when SIGKILL goes (rlock's and the guards') */
     int64_t wd_lease;   /* with the watchdog: its lease, else 0 */
     int64_t next_check; /* with the watchdog: the next TTL refresh */
     int64_t kill_at;    /* -k's SIGKILL after a loss, or -1 */
@@ -268,15 +283,27 @@ static int64_t wd_margin(int64_t lease)
     return m > GUARD_MARGIN_MAX_MS ? GUARD_MARGIN_MAX_MS : m;
 }
 
+/* -l: the times of -S and of SIGKILL (see above). */
+static void lease_plan(run_state *s, int64_t acquired_at, int64_t lease, int64_t kill_after)
+{
+    s->lease_end = acquired_at + lease;
+    s->kill_line = s->lease_end - wd_margin(lease);
+    int64_t k = kill_after >= 0 ? kill_after : lease / 4;
+    if (kill_after < 0 && k > LEASE_TERM_MAX_MS) {
+        k = LEASE_TERM_MAX_MS;
+    }
+    s->term_at = s->kill_line - k < acquired_at ? acquired_at : s->kill_line - k;
+}
+
 /* The guards' deadline as of now. force: ask Redis now (after a stop). */
 static void guard_deadline(run_state *s, bool force)
 {
-    if (s->lost) {
-        cli_group_arm(s->g, s->kill_at >= 0 ? s->kill_at + GUARD_GRACE_MS : -1);
+    if (s->lease_end >= 0) {
+        cli_group_arm(s->g, s->kill_line);
         return;
     }
-    if (s->lease_end >= 0) {
-        cli_group_arm(s->g, s->lease_end + GUARD_GRACE_MS);
+    if (s->lost) {
+        cli_group_arm(s->g, s->kill_at >= 0 ? s->kill_at + GUARD_GRACE_MS : -1);
         return;
     }
     int64_t now = cli_now_ms();
@@ -285,10 +312,18 @@ static void guard_deadline(run_state *s, bool force)
     }
     s->next_check = now + s->wd_lease / 6;
     int64_t ttl = -1;
+    bool held = true;
     /* A failed query changes nothing: the last deadline stands, and the
      * guards fire at it unless Redis answers again in time. */
-    if (rlock_remain_ttl(s->l, &ttl) == RLOCK_OK && ttl > 0) {
+    rlock_status st = rlock_remain_ttl(s->l, &ttl);
+    if (st == RLOCK_OK && ttl > 0 &&
+        rlock_is_held_by_current_thread(s->l, &held) == RLOCK_OK && held) {
         cli_group_arm(s->g, now + ttl - wd_margin(s->wd_lease));
+    } else if (st == RLOCK_OK && (ttl == -2 || !held)) {
+        /* Gone, or another's: the watchdog's path, now rather than at
+         * its next renewal. */
+        on_lost(s->a->name, g_tid,
+                ttl == -2 ? "it is gone from Redis" : "another client holds it");
     }
 }
 
@@ -320,7 +355,13 @@ static void wait_pipe(int64_t ms)
  * SIGKILL it and its group, and report the run as a lost lock (79). */
 static void guard_died(run_state *s, pid_t gone)
 {
-    if (!s->lost) {
+    if (s->lost) {
+        /* said already */
+    } else if (cli_group_fired(s->g) == CLI_GUARD_DEADLINE) {
+        cli_error("%s: the lease could not be confirmed in time: the guards killed %s and its "
+                  "process group",
+                  s->a->name, s->what);
+    } else {
         cli_error("%s: its guard process (pid %d) is gone: killing %s and its process group",
                   s->a->name, (int)gone, s->what);
     }
@@ -348,9 +389,18 @@ static int supervise(run_state *s)
             }
             if (!WIFSTOPPED(st)) {
                 cli_group_reaped(g);
-                pid_t gone = cli_group_guard_gone(g);
-                if (gone > 0) {
-                    guard_died(s, gone); /* what killed COMMAND, likely */
+                /* A guard records that it fired before it kills anything:
+                 * a COMMAND that died of it is seen so here, even before
+                 * the guard itself has died (and it is dying: wait). */
+                pid_t gone = 0;
+                if (cli_group_fired(g) != 0) {
+                    gone = g->guards[0];
+                    cli_group_reap_guards(g);
+                } else {
+                    gone = cli_group_guard_gone(g);
+                }
+                if (gone > 0 || cli_group_fired(g) != 0) {
+                    guard_died(s, gone);
                 }
                 return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
             }
@@ -378,16 +428,21 @@ static int supervise(run_state *s)
         int64_t now = cli_now_ms();
         const char *why = NULL;
         if (!s->lost && atomic_load(&g_lost)) {
-            why = "the watchdog found it gone";
-        } else if (!s->lost && s->lease_end >= 0 && now >= s->lease_end) {
-            why = "its lease ran out";
+            why = atomic_load(&g_lost_why);
+            why = why != NULL ? why : "the watchdog found it gone";
+        } else if (!s->lost && s->lease_end >= 0 && now >= s->term_at) {
+            why = "its lease runs out";
         }
         if (why != NULL) {
             s->lost = true;
             cli_error("%s: lock lost (%s): sending signal %d (%s) to %s", a->name, why, a->sig,
                       strsignal(a->sig), s->what);
             cli_group_kill(g, a->sig);
-            s->kill_at = a->kill_after_ms >= 0 ? now + a->kill_after_ms : -1;
+            if (s->lease_end >= 0) {
+                s->kill_at = s->kill_line;
+            } else {
+                s->kill_at = a->kill_after_ms >= 0 ? now + a->kill_after_ms : -1;
+            }
         }
         guard_deadline(s, resume);
         if (resume) {
@@ -397,7 +452,7 @@ static int supervise(run_state *s)
             cli_group_kill(g, SIGKILL);
             s->kill_at = -1;
         }
-        int64_t next = s->lost ? s->kill_at : s->lease_end;
+        int64_t next = s->lost ? s->kill_at : s->term_at;
         if (!s->lost && s->wd_lease > 0) {
             next = s->next_check;
         }
@@ -428,6 +483,9 @@ static void finish(const cli_opts *o, run_state *s, int64_t grace_ms, bool at_on
             wait_pipe(10);
             drain_signals(g, false);
         }
+    }
+    if (!s->lost && cli_group_fired(g) == CLI_GUARD_DEADLINE) {
+        guard_died(s, 0); /* what COMMAND left ran past the deadline */
     }
     cli_group_end(g);
     /* SIGKILLed processes run no more code; they leave once the kernel
@@ -890,11 +948,11 @@ int cli_run(const cli_opts *o, const cli_args *a)
     } else {
         char **env = child_env(a->name, owner);
         cli_group g;
-        run_state rs = {a, l, &g, cmd[0], -1, 0, 0, -1, false, false};
+        run_state rs = {a, l, &g, cmd[0], -1, -1, -1, 0, 0, -1, false, false};
         int64_t fire_at;
         if (a->lease_ms > 0) {
-            rs.lease_end = acquired_at + a->lease_ms;
-            fire_at = rs.lease_end + GUARD_GRACE_MS;
+            lease_plan(&rs, acquired_at, a->lease_ms, a->kill_after_ms);
+            fire_at = rs.kill_line;
         } else {
             /* The key lives at least the watchdog's lease from just
              * before the acquiring call. */
