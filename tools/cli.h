@@ -5,6 +5,7 @@
  *   rlock.c   main: the command line, the server URL and its password, the
  *             small sub-commands (unlock, wait)
  *   run.c     runs a command under a lock, or holds one until a signal
+ *   hold.c    what ends rlock hold, and its loop
  *   proc.c    the command's process group and its guard (proc.h)
  *   status.c  prints a lock's state
  *   client.c  the library client, and the diagnosis of one not made
@@ -20,9 +21,11 @@
 #ifndef RLOCK_CLI_H
 #define RLOCK_CLI_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "rlock.h"
 
@@ -157,6 +160,32 @@ int cli_client(const cli_opts *o, void (*on_lost)(const char *, uint64_t, void *
 /* cli_fail() for a failed rlock_client_new(), with the library's reason;
  * a configuration the library refused (URL, TLS files) is a usage error. */
 int cli_fail_client(const cli_opts *o, rlock_status s);
+
+/* ---- hold.c --------------------------------------------------------- */
+
+/* The byte the lock-lost callback writes to run.c's signal pipe (signal
+ * numbers are below 65). */
+#define CLI_WAKE_LOST 0x7f
+
+/* What rlock hold follows besides signals: the process it serves (its
+ * parent, or --pid), and its standard input and output when they are
+ * pipes or sockets (EOF, or no reader left). */
+typedef struct cli_hold_watch {
+    pid_t parent;  /* the parent at start-up, or 0 with --pid */
+    pid_t pid;     /* --pid, or 0 */
+    int pidfd;     /* pidfd of pid or parent, or -1: look every 100 ms */
+    bool in, out;  /* stdin, stdout watched */
+} cli_hold_watch;
+
+/* Sets up what hold follows, before the lock is taken; returns -1, or an
+ * exit code when there is nothing to follow. */
+int cli_hold_watch_init(const cli_args *a, cli_hold_watch *hw);
+/* Holds the lock until a terminating signal arrives on sig_fd (run.c's
+ * signal pipe), the followed process ends, stdin reaches EOF or stdout
+ * loses its reader (0), or the lock is lost (*lost_flag, or -l's lease
+ * from acquired_at runs out): CLI_EXIT_LOST and *lost. */
+int cli_hold_loop(const cli_opts *o, const cli_args *a, cli_hold_watch *hw, int64_t acquired_at,
+                  int sig_fd, atomic_bool *lost_flag, bool *lost);
 
 /* ---- run.c ---------------------------------------------------------- */
 

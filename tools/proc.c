@@ -8,7 +8,7 @@
  * process: it closes its descriptors. Each guard polls a pipe whose only
  * write end rlock holds (close-on-exec, so COMMAND never has it), and
  * kills its group when the pipe reaches EOF, or when the deadline rlock
- * last wrote to it passes. Two of them, because rlock can notice a
+ * last wrote to a page they share passes. Two of them, because rlock can notice a
  * guard's death (SIGCHLD) only while it lives: with one guard, killing
  * it and rlock together left the group to run on. COMMAND also gets
  * PR_SET_PDEATHSIG(SIGKILL), with the fork-to-prctl race closed by
@@ -26,11 +26,13 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -202,13 +204,26 @@ static void guard_title(void)
     }
 }
 
-/* What rlock writes to each guard: when to fire, and COMMAND's pid. 16
- * bytes, below PIPE_BUF: each write is whole, and so is each read of a
- * multiple of 16. */
-typedef struct guard_msg {
-    int64_t fire_at; /* CLOCK_MONOTONIC ms; -1: no deadline */
-    int64_t cmd;     /* COMMAND's pid, 0 before it exists or once reaped */
-} guard_msg;
+/* The guards' deadline lives in a MAP_SHARED anonymous page made before
+ * they fork, not in their pipes: rlock overwrites it, and a guard reads it
+ * afresh every time it wakes, so the newest deadline wins whatever
+ * happened meanwhile. Sent through a pipe, deadlines queued up while a
+ * guard was stopped with the group (kill -STOP of the group, a long
+ * pause): after 64 KiB the pipe was full, newer ones were dropped, and on
+ * SIGCONT the guard acted on a stale, past one and killed a COMMAND whose
+ * lock was held (test_revcli2.c). The pipes now carry only EOF (rlock
+ * died) and wake-up bytes (the deadline moved earlier); a full pipe
+ * already holds a wake-up, so a dropped byte loses nothing. The fields
+ * are lock-free atomics: a guard is a fork of a threaded process and may
+ * call nothing that takes a lock. */
+#if ATOMIC_LLONG_LOCK_FREE != 2 || ATOMIC_INT_LOCK_FREE != 2
+#error "the guards' shared page needs lock-free 64-bit atomics"
+#endif
+struct cli_guard_page {
+    _Atomic long long fire_at; /* CLOCK_MONOTONIC ms; -1: no deadline */
+    _Atomic long long cmd;     /* COMMAND's pid, 0 before it exists or once reaped */
+    _Atomic int fired;         /* why a guard fired (CLI_GUARD_*), first one wins */
+};
 
 static int64_t guard_now(void)
 {
@@ -220,11 +235,12 @@ static int64_t guard_now(void)
 /* A guard's life: in COMMAND's group (pgid, its own pid for the first),
  * ignoring every signal, holding no descriptor but its pipe (as 3) and
  * /dev/null. It fires when the pipe reaches EOF (rlock died, whatever
- * killed it) or when the last deadline rlock sent passes (rlock stopped or
- * hung while the lock's lease runs out): SIGKILL to COMMAND (which may
- * have left the group) and to the group, itself included. Only
- * async-signal-safe calls: it is a fork of a threaded process. */
-static _Noreturn void guard(int rd, pid_t pgid)
+ * killed it) or when the deadline in the shared page passes (rlock stopped
+ * or hung while the lock's lease runs out): it records why in the page,
+ * then SIGKILL to COMMAND (which may have left the group) and to the
+ * group, itself included. Only async-signal-safe calls: it is a fork of a
+ * threaded process. */
+static _Noreturn void guard(int rd, pid_t pgid, struct cli_guard_page *pg)
 {
     if (setpgid(0, pgid) != 0) {
         _exit(1); /* never fire into rlock's own group: rlock sees the exit */
@@ -255,39 +271,34 @@ static _Noreturn void guard(int rd, pid_t pgid)
             close(fd);
         }
     }
-    int64_t fire_at = -1;
-    pid_t cmd = 0;
+    int why;
     for (;;) {
-        int timeout = -1;
-        if (fire_at >= 0) {
-            int64_t left = fire_at - guard_now();
-            timeout = left <= 0 ? 0 : left > INT_MAX ? INT_MAX : (int)left;
+        /* Read afresh at every wake-up: after a stop (the group's ^Z, or
+         * kill -STOP of the group) rlock has kept the page current, or,
+         * stopped with the group, wrote a fresh deadline before it
+         * continued it; either way that one counts. */
+        int64_t fire_at = (int64_t)atomic_load(&pg->fire_at);
+        int64_t now = guard_now();
+        if (fire_at >= 0 && now >= fire_at) {
+            why = CLI_GUARD_DEADLINE;
+            break;
         }
+        int64_t left = fire_at - now;
+        int timeout = fire_at < 0 ? -1 : left > INT_MAX ? INT_MAX : (int)left;
         struct pollfd p = {3, POLLIN, 0};
         poll(&p, 1, timeout);
-        /* Every message first, the newest winning: after a stop (the
-         * group's ^Z, say) rlock sends a fresh deadline before it
-         * continues the group, and that one counts, not the stale one. */
-        bool eof = false;
-        for (;;) {
-            guard_msg m[8];
-            ssize_t k = read(3, m, sizeof m);
-            if (k >= (ssize_t)sizeof m[0]) {
-                size_t last = (size_t)k / sizeof m[0] - 1;
-                fire_at = m[last].fire_at;
-                cmd = (pid_t)m[last].cmd;
-                continue;
-            }
-            if (k < 0 && errno == EINTR) {
-                continue;
-            }
-            eof = k == 0;
-            break; /* EAGAIN: nothing more */
+        char buf[256];
+        ssize_t k;
+        while ((k = read(3, buf, sizeof buf)) > 0 || (k < 0 && errno == EINTR)) {
         }
-        if (eof || (fire_at >= 0 && guard_now() >= fire_at)) {
+        if (k == 0) {
+            why = CLI_GUARD_EOF;
             break;
         }
     }
+    int none = 0;
+    atomic_compare_exchange_strong(&pg->fired, &none, why);
+    pid_t cmd = (pid_t)atomic_load(&pg->cmd);
     if (cmd > 0) {
         kill(cmd, SIGKILL);
     }
@@ -325,16 +336,15 @@ static void reap(pid_t pid)
     }
 }
 
-/* Tells each live guard the deadline and COMMAND's pid. The pipes are
- * non-blocking: a guard that is stopped with the group for over 4096
- * messages loses the newest (rlock then never blocks on it). */
-static void guard_send(cli_group *g)
+/* Wakes each live guard so that it reads the page again: needed only when
+ * the deadline moved earlier than the one it sleeps towards. The pipes are
+ * non-blocking, and a full one already holds a wake-up. */
+static void guard_wake(cli_group *g)
 {
-    guard_msg m = {g->fire_at, g->child};
+    char b = 0;
     for (int i = 0; i < 2; i++) {
         if (g->guard_fd[i] >= 0) {
-            ssize_t k;
-            while ((k = write(g->guard_fd[i], &m, sizeof m)) < 0 && errno == EINTR) {
+            while (write(g->guard_fd[i], &b, 1) < 0 && errno == EINTR) {
             }
         }
     }
@@ -346,6 +356,7 @@ static void group_clear(cli_group *g)
     g->guard_fd[0] = g->guard_fd[1] = -1;
     g->tty = -1;
     g->fire_at = -1;
+    g->guard_status[0] = g->guard_status[1] = -1;
 }
 
 int cli_group_start(cli_group *g, char **cmd, char **envp, int64_t fire_at)
@@ -366,6 +377,16 @@ int cli_group_start(cli_group *g, char **cmd, char **envp, int64_t fire_at)
     }
     int gp[2][2] = {{-1, -1}, {-1, -1}}, ep[2] = {-1, -1};
     int err = 0;
+    void *page = mmap(NULL, sizeof *g->page, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                      -1, 0);
+    if (page == MAP_FAILED) {
+        free(x.sh);
+        return errno;
+    }
+    g->page = page;
+    atomic_init(&g->page->fire_at, -1);
+    atomic_init(&g->page->cmd, 0);
+    atomic_init(&g->page->fired, 0);
     for (int i = 0; i < 2 && err == 0; i++) {
         if (pipe2(gp[i], O_CLOEXEC | O_NONBLOCK) != 0) {
             err = errno;
@@ -382,13 +403,14 @@ int cli_group_start(cli_group *g, char **cmd, char **envp, int64_t fire_at)
             }
         }
         free(x.sh);
+        cli_group_close(g);
         return err;
     }
     g->guard_fd[0] = gp[0][1];
     g->guard_fd[1] = gp[1][1];
-    /* The first deadline is in the pipes before a guard runs. */
+    /* The first deadline is in the page before a guard runs. */
     g->fire_at = fire_at;
-    guard_send(g);
+    atomic_store(&g->page->fire_at, (long long)fire_at);
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -400,7 +422,7 @@ int cli_group_start(cli_group *g, char **cmd, char **envp, int64_t fire_at)
     for (int i = 0; i < 2 && err == 0; i++) {
         pid_t s = fork();
         if (s == 0) {
-            guard(gp[i][0], i == 0 ? 0 : g->pgid);
+            guard(gp[i][0], i == 0 ? 0 : g->pgid, g->page);
         }
         if (s < 0) {
             err = errno;
@@ -446,7 +468,7 @@ int cli_group_start(cli_group *g, char **cmd, char **envp, int64_t fire_at)
     } else {
         setpgid(c, g->pgid);
         g->child = c;
-        guard_send(g);
+        atomic_store(&g->page->cmd, (long long)c);
     }
     close(ep[1]);
     ep[1] = -1;
@@ -481,23 +503,51 @@ out:
 
 void cli_group_arm(cli_group *g, int64_t fire_at)
 {
-    if (fire_at != g->fire_at) {
+    if (fire_at != g->fire_at && g->page != NULL) {
+        bool earlier = fire_at >= 0 && (g->fire_at < 0 || fire_at < g->fire_at);
         g->fire_at = fire_at;
-        guard_send(g);
+        atomic_store(&g->page->fire_at, (long long)fire_at);
+        if (earlier) {
+            guard_wake(g);
+        }
     }
 }
 
 void cli_group_reaped(cli_group *g)
 {
     g->child = 0;
-    guard_send(g);
+    if (g->page != NULL) {
+        atomic_store(&g->page->cmd, 0);
+    }
+}
+
+int cli_group_fired(const cli_group *g)
+{
+    return g->page != NULL ? atomic_load(&g->page->fired) : 0;
+}
+
+void cli_group_reap_guards(cli_group *g)
+{
+    for (int i = 0; i < 2; i++) {
+        if (g->guards[i] > 0) {
+            int st = 0;
+            while (waitpid(g->guards[i], &st, 0) < 0 && errno == EINTR) {
+            }
+            g->guard_status[i] = st;
+            g->guards[i] = 0;
+            close(g->guard_fd[i]);
+            g->guard_fd[i] = -1;
+        }
+    }
 }
 
 pid_t cli_group_guard_gone(cli_group *g)
 {
     for (int i = 0; i < 2; i++) {
-        if (g->guards[i] > 0 && waitpid(g->guards[i], NULL, WNOHANG) == g->guards[i]) {
+        int st = 0;
+        if (g->guards[i] > 0 && waitpid(g->guards[i], &st, WNOHANG) == g->guards[i]) {
             pid_t gone = g->guards[i];
+            g->guard_status[i] = st;
             g->guards[i] = 0;
             close(g->guard_fd[i]);
             g->guard_fd[i] = -1;
@@ -603,6 +653,9 @@ void cli_group_close(cli_group *g)
             set_foreground(g->tty, getpgrp());
         }
         close(g->tty);
+    }
+    if (g->page != NULL) {
+        munmap(g->page, sizeof *g->page);
     }
     group_clear(g);
 }

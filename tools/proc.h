@@ -15,12 +15,19 @@
  * line (pkill -f) does not match its guards. Call first in main(). */
 void cli_proc_init(int argc, char **argv);
 
+/* Why a guard fired (cli_group_fired()). */
+enum { CLI_GUARD_EOF = 1, CLI_GUARD_DEADLINE = 2 };
+
+/* The page rlock and its guards share (proc.c). */
+struct cli_guard_page;
+
 /* COMMAND's process group. It holds two guards, forked copies of rlock
  * named rlock-guard that ignore every signal and poll a pipe whose write
  * end only rlock holds. A guard fires, SIGKILL to COMMAND's pid and to the
  * group (itself included), when its pipe reaches EOF (rlock died, SIGKILL
  * included: the kernel closes that end) or when the deadline rlock last
- * wrote to it passes (rlock stopped or hung while the lease runs out).
+ * stored in the page they share passes (rlock stopped or hung while the
+ * lease runs out).
  * rlock treats a guard's death as fatal for COMMAND. COMMAND joins the
  * group, and so does everything it starts unless it leaves on purpose
  * (setsid, setpgid: a daemon). */
@@ -32,6 +39,8 @@ typedef struct cli_group {
     int tty;         /* the terminal handed to the group, or -1 */
     bool stopped;    /* COMMAND was last seen stopped */
     int64_t fire_at; /* the guards' deadline (cli_now_ms() clock), -1: none */
+    int guard_status[2]; /* wait status of a reaped guard, -1: not reaped */
+    struct cli_guard_page *page; /* shared with the guards: deadline, pid, why fired */
 } cli_group;
 
 /* Whether rlock handles sig: every signal but SIGKILL, SIGSTOP and the
@@ -59,6 +68,13 @@ int cli_group_start(cli_group *g, char **cmd, char **envp, int64_t fire_at);
 void cli_group_arm(cli_group *g, int64_t fire_at);
 /* COMMAND was reaped: its pid is no longer signalled. */
 void cli_group_reaped(cli_group *g);
+/* Whether a guard has fired, and why: 0, CLI_GUARD_EOF or
+ * CLI_GUARD_DEADLINE. A guard records it before its first kill(), so a
+ * COMMAND that died of a guard's SIGKILL is always seen as such. */
+int cli_group_fired(const cli_group *g);
+/* Reaps both guards, waiting for them: only once one has fired (they are
+ * killing themselves). */
+void cli_group_reap_guards(cli_group *g);
 /* Reaps a guard that has exited and returns its pid, else 0. */
 pid_t cli_group_guard_gone(cli_group *g);
 /* Sends sig to the whole group (the guards ignore it), and to COMMAND's

@@ -13,11 +13,12 @@
  * Lock loss is detected two ways. With the watchdog (the default), the
  * library calls on_lock_lost when a renewal finds the hold gone. With an
  * explicit lease (-l), nothing renews the lock and nothing tells us it
- * expired, so the loop wakes at the lease deadline, measured from just
+ * expired, so run ends COMMAND before the lease's end, measured from just
  * before the acquiring call was sent (so never later than Redis expires the
- * key), and treats the lease as over. Either way the child gets -S SIGNAL
- * (SIGTERM by default), optionally SIGKILL -k TIME later, and rlock exits
- * 79; `hold` releases nothing (there is nothing left) and exits 79 at once.
+ * key): -S, then SIGKILL (see lease_plan()). With the watchdog the child
+ * gets -S SIGNAL (SIGTERM by default), optionally SIGKILL -k TIME later;
+ * either way rlock exits 79. `hold` releases nothing (there is nothing
+ * left) and exits 79 at once when its lease (-l) runs out.
  *
  * COMMAND runs in a process group of its own with a guard that kills the
  * group if rlock dies (proc.c); every signal rlock gets goes to the whole
@@ -50,9 +51,9 @@
 
 extern char **environ;
 
-/* Pipe bytes: a signal number, or LOST_BYTE from the lock-lost callback.
- * Signal numbers are below 65. */
-#define LOST_BYTE 0x7f
+/* Pipe bytes: a signal number, or LOST_BYTE (CLI_WAKE_LOST) from the
+ * lock-lost callback. */
+#define LOST_BYTE CLI_WAKE_LOST
 
 static int g_pipe[2] = {-1, -1};
 static atomic_bool g_lost;
@@ -95,11 +96,17 @@ static void on_signal(int sig, siginfo_t *si, void *ctx)
     errno = saved;
 }
 
+/* Why the lock was lost, when rlock's own TTL check found it (arg); NULL:
+ * the watchdog did. Written before g_lost is set. */
+static _Atomic(const char *) g_lost_why;
+
 static void on_lost(const char *name, uint64_t tid, void *arg)
 {
     (void)name;
-    (void)arg;
     if (tid == g_tid) {
+        if (arg != NULL) {
+            atomic_store(&g_lost_why, (const char *)arg);
+        }
         atomic_store(&g_lost, true);
         unsigned char b = LOST_BYTE;
         if (write(g_pipe[1], &b, 1) < 0) {
@@ -239,14 +246,20 @@ static int drain_for_signal(void)
  * late by 2L/3 - L/6 - MARGIN (400 ms for L = 1 s, 15 s for the default
  * 30 s) before the guards fire on a healthy lock: the slack a busy machine
  * needs. MARGIN is L/10, at most 200 ms: the time a guard may need to be
- * scheduled and its SIGKILL delivered.
+ * scheduled and its SIGKILL delivered. The same check is how rlock learns
+ * early that the key is gone or has another holder (deleted, force-
+ * unlocked): a loss, at once, rather than at the next renewal.
  *
- * With an explicit lease (-l) rlock itself signals COMMAND when the lease
- * runs out (-S, then -k); the guards fire GRACE after that moment (and
- * after -k's SIGKILL is due, once the lock is lost) only if rlock has not
- * acted by then: a backstop that never takes the place of -S. */
+ * With an explicit lease (-l L) the guards fire at the lease's end minus
+ * MARGIN (L/10, at most 200 ms), like with the watchdog, so a stopped rlock
+ * cannot leave COMMAND running once the key may expire. rlock itself acts
+ * earlier: -S SIG at that point minus K, SIGKILL at that point, where K
+ * is -k TIME, or without -k the smaller of 2 s and L/4 (-S no earlier than
+ * the acquisition). After a loss under the watchdog, the guards fire
+ * GRACE after -k's SIGKILL was due, if rlock has not acted by then. */
 #define GUARD_GRACE_MS 1000
 #define GUARD_MARGIN_MAX_MS 200
+#define LEASE_TERM_MAX_MS 2000
 
 /* One rlock run: what supervise() and the end of the group share. */
 typedef struct run_state {
@@ -255,6 +268,8 @@ typedef struct run_state {
     cli_group *g;
     const char *what;   /* COMMAND's name, in messages */
     int64_t lease_end;  /* -l: when the lease runs out, else -1 */
+    int64_t term_at;    /* -l: when -S goes to COMMAND */
+    int64_t kill_line;  /* -l: when SIGKILL goes (rlock's and the guards') */
     int64_t wd_lease;   /* with the watchdog: its lease, else 0 */
     int64_t next_check; /* with the watchdog: the next TTL refresh */
     int64_t kill_at;    /* -k's SIGKILL after a loss, or -1 */
@@ -268,15 +283,27 @@ static int64_t wd_margin(int64_t lease)
     return m > GUARD_MARGIN_MAX_MS ? GUARD_MARGIN_MAX_MS : m;
 }
 
+/* -l: the times of -S and of SIGKILL (see above). */
+static void lease_plan(run_state *s, int64_t acquired_at, int64_t lease, int64_t kill_after)
+{
+    s->lease_end = acquired_at + lease;
+    s->kill_line = s->lease_end - wd_margin(lease);
+    int64_t k = kill_after >= 0 ? kill_after : lease / 4;
+    if (kill_after < 0 && k > LEASE_TERM_MAX_MS) {
+        k = LEASE_TERM_MAX_MS;
+    }
+    s->term_at = s->kill_line - k < acquired_at ? acquired_at : s->kill_line - k;
+}
+
 /* The guards' deadline as of now. force: ask Redis now (after a stop). */
 static void guard_deadline(run_state *s, bool force)
 {
-    if (s->lost) {
-        cli_group_arm(s->g, s->kill_at >= 0 ? s->kill_at + GUARD_GRACE_MS : -1);
+    if (s->lease_end >= 0) {
+        cli_group_arm(s->g, s->kill_line);
         return;
     }
-    if (s->lease_end >= 0) {
-        cli_group_arm(s->g, s->lease_end + GUARD_GRACE_MS);
+    if (s->lost) {
+        cli_group_arm(s->g, s->kill_at >= 0 ? s->kill_at + GUARD_GRACE_MS : -1);
         return;
     }
     int64_t now = cli_now_ms();
@@ -285,10 +312,18 @@ static void guard_deadline(run_state *s, bool force)
     }
     s->next_check = now + s->wd_lease / 6;
     int64_t ttl = -1;
+    bool held = true;
     /* A failed query changes nothing: the last deadline stands, and the
      * guards fire at it unless Redis answers again in time. */
-    if (rlock_remain_ttl(s->l, &ttl) == RLOCK_OK && ttl > 0) {
+    rlock_status st = rlock_remain_ttl(s->l, &ttl);
+    if (st == RLOCK_OK && ttl > 0 &&
+        rlock_is_held_by_current_thread(s->l, &held) == RLOCK_OK && held) {
         cli_group_arm(s->g, now + ttl - wd_margin(s->wd_lease));
+    } else if (st == RLOCK_OK && (ttl == -2 || !held)) {
+        /* Gone, or another's: the watchdog's path, now rather than at
+         * its next renewal. */
+        on_lost(s->a->name, g_tid,
+                ttl == -2 ? "it is gone from Redis" : "another client holds it");
     }
 }
 
@@ -320,7 +355,13 @@ static void wait_pipe(int64_t ms)
  * SIGKILL it and its group, and report the run as a lost lock (79). */
 static void guard_died(run_state *s, pid_t gone)
 {
-    if (!s->lost) {
+    if (s->lost) {
+        /* said already */
+    } else if (cli_group_fired(s->g) == CLI_GUARD_DEADLINE) {
+        cli_error("%s: the lease could not be confirmed in time: the guards killed %s and its "
+                  "process group",
+                  s->a->name, s->what);
+    } else {
         cli_error("%s: its guard process (pid %d) is gone: killing %s and its process group",
                   s->a->name, (int)gone, s->what);
     }
@@ -348,9 +389,18 @@ static int supervise(run_state *s)
             }
             if (!WIFSTOPPED(st)) {
                 cli_group_reaped(g);
-                pid_t gone = cli_group_guard_gone(g);
-                if (gone > 0) {
-                    guard_died(s, gone); /* what killed COMMAND, likely */
+                /* A guard records that it fired before it kills anything:
+                 * a COMMAND that died of it is seen so here, even before
+                 * the guard itself has died (and it is dying: wait). */
+                pid_t gone = 0;
+                if (cli_group_fired(g) != 0) {
+                    gone = g->guards[0];
+                    cli_group_reap_guards(g);
+                } else {
+                    gone = cli_group_guard_gone(g);
+                }
+                if (gone > 0 || cli_group_fired(g) != 0) {
+                    guard_died(s, gone);
                 }
                 return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
             }
@@ -378,16 +428,21 @@ static int supervise(run_state *s)
         int64_t now = cli_now_ms();
         const char *why = NULL;
         if (!s->lost && atomic_load(&g_lost)) {
-            why = "the watchdog found it gone";
-        } else if (!s->lost && s->lease_end >= 0 && now >= s->lease_end) {
-            why = "its lease ran out";
+            why = atomic_load(&g_lost_why);
+            why = why != NULL ? why : "the watchdog found it gone";
+        } else if (!s->lost && s->lease_end >= 0 && now >= s->term_at) {
+            why = "its lease runs out";
         }
         if (why != NULL) {
             s->lost = true;
             cli_error("%s: lock lost (%s): sending signal %d (%s) to %s", a->name, why, a->sig,
                       strsignal(a->sig), s->what);
             cli_group_kill(g, a->sig);
-            s->kill_at = a->kill_after_ms >= 0 ? now + a->kill_after_ms : -1;
+            if (s->lease_end >= 0) {
+                s->kill_at = s->kill_line;
+            } else {
+                s->kill_at = a->kill_after_ms >= 0 ? now + a->kill_after_ms : -1;
+            }
         }
         guard_deadline(s, resume);
         if (resume) {
@@ -397,7 +452,7 @@ static int supervise(run_state *s)
             cli_group_kill(g, SIGKILL);
             s->kill_at = -1;
         }
-        int64_t next = s->lost ? s->kill_at : s->lease_end;
+        int64_t next = s->lost ? s->kill_at : s->term_at;
         if (!s->lost && s->wd_lease > 0) {
             next = s->next_check;
         }
@@ -428,6 +483,9 @@ static void finish(const cli_opts *o, run_state *s, int64_t grace_ms, bool at_on
             wait_pipe(10);
             drain_signals(g, false);
         }
+    }
+    if (!s->lost && cli_group_fired(g) == CLI_GUARD_DEADLINE) {
+        guard_died(s, 0); /* what COMMAND left ran past the deadline */
     }
     cli_group_end(g);
     /* SIGKILLed processes run no more code; they leave once the kernel
@@ -462,189 +520,6 @@ static void finish(const cli_opts *o, run_state *s, int64_t grace_ms, bool at_on
         drain_signals(g, false);
     }
     cli_group_close(g);
-}
-
-/* What rlock hold follows besides signals: the process it serves (its
- * parent, or --pid), and its standard input and output when they are
- * pipes or sockets (EOF, or no reader left). */
-typedef struct hold_watch {
-    pid_t parent;  /* the parent at start-up, or 0 with --pid */
-    pid_t pid;     /* --pid, or 0 */
-    int pidfd;     /* pidfd of pid or parent, or -1: look every 100 ms */
-    bool in, out;  /* stdin, stdout watched */
-} hold_watch;
-
-static bool is_pipe_or_socket(int fd)
-{
-    struct stat st;
-    return fstat(fd, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
-}
-
-/* Whether pid has exited: gone, or a zombie. */
-static bool pid_gone(pid_t pid)
-{
-    if (kill(pid, 0) != 0 && errno == ESRCH) {
-        return true;
-    }
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        return false;
-    }
-    ssize_t k = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    buf[k > 0 ? k : 0] = '\0';
-    const char *rp = strrchr(buf, ')');
-    return rp != NULL && (rp[2] == 'Z' || rp[2] == 'X');
-}
-
-static int open_pidfd(pid_t pid)
-{
-#ifdef SYS_pidfd_open
-    int fd = (int)syscall(SYS_pidfd_open, pid, 0);
-    if (fd >= 0) {
-        fcntl(fd, F_SETFD, FD_CLOEXEC);
-    }
-    return fd;
-#else
-    (void)pid;
-    errno = ENOSYS;
-    return -1;
-#endif
-}
-
-/* Sets up what hold follows, before the lock is taken; returns -1, or an
- * exit code when there is nothing to follow: --pid names no process (or a
- * zombie), or the parent has already exited. */
-static int hold_watch_init(const cli_args *a, hold_watch *hw)
-{
-    memset(hw, 0, sizeof *hw);
-    hw->pidfd = -1;
-    hw->in = is_pipe_or_socket(0);
-    hw->out = is_pipe_or_socket(1);
-    if (a->follow_pid > 0) {
-        hw->pid = a->follow_pid;
-        hw->pidfd = open_pidfd(hw->pid);
-        /* pidfd_open() accepts a zombie: it has exited all the same. */
-        if ((hw->pidfd < 0 && errno == ESRCH) || pid_gone(hw->pid)) {
-            if (hw->pidfd >= 0) {
-                close(hw->pidfd);
-            }
-            cli_error("hold: --pid %d: no such process", (int)hw->pid);
-            return CLI_EXIT_USAGE;
-        }
-        return -1;
-    }
-    /* The parent is followed by a pidfd, readable once the whole process
-     * has exited. Not PR_SET_PDEATHSIG: that comes when the *thread* that
-     * forked hold ends, and a threaded caller would lose its lock while it
-     * runs. A parent that died before this point cannot be recognised
-     * unless hold was adopted by init (getppid() is 1); a subreaper that
-     * adopts it looks like a parent (the manual page says so, and
-     * recommends --pid "$$"). Without pidfds (Linux < 5.3), getppid() is
-     * compared every 100 ms. */
-    hw->parent = getppid();
-    if (hw->parent == 1) {
-        cli_error("hold: its parent has exited (it was adopted by init): nothing taken "
-                  "(use --pid to follow a process)");
-        return CLI_EXIT_USAGE;
-    }
-    if (hw->parent > 1) {
-        hw->pidfd = open_pidfd(hw->parent);
-        if (getppid() != hw->parent) {
-            cli_error("hold: its parent has exited: nothing taken");
-            return CLI_EXIT_USAGE;
-        }
-    }
-    /* pid 0: hold is the namespace's init (a container's entrypoint); it
-     * has no parent to follow and holds until a signal. */
-    return -1;
-}
-
-/* Holds the lock until a signal that ends a process, the followed process
- * ends, stdin reaches EOF or stdout loses its reader; returns 0 then, or
- * CLI_EXIT_LOST at once when the lock is lost. */
-static int hold_loop(const cli_opts *o, const cli_args *a, hold_watch *hw, int64_t acquired_at,
-                     bool *lost)
-{
-    int64_t lease_end = a->lease_ms > 0 ? acquired_at + a->lease_ms : -1;
-    for (;;) {
-        int64_t now = cli_now_ms();
-        const char *why = NULL;
-        if (atomic_load(&g_lost)) {
-            why = "the watchdog found it gone";
-        } else if (lease_end >= 0 && now >= lease_end) {
-            why = "its lease ran out";
-        }
-        if (why != NULL) {
-            *lost = true;
-            cli_error("%s: lock lost (%s)", a->name, why);
-            return CLI_EXIT_LOST;
-        }
-        const char *end = NULL;
-        if (hw->parent > 0 && getppid() != hw->parent) {
-            end = "its parent exited";
-        } else if (hw->pid > 0 && hw->pidfd < 0 && pid_gone(hw->pid)) {
-            end = "the --pid process exited";
-        }
-        if (end != NULL) {
-            cli_verbose(o, "%s: %s", a->name, end);
-            return CLI_EXIT_OK;
-        }
-        int64_t next = lease_end;
-        bool look = (hw->pid > 0 || hw->parent > 0) && hw->pidfd < 0;
-        if (look && (next < 0 || next > now + 100)) {
-            next = now + 100; /* no pidfd (Linux < 5.3): look every 100 ms */
-        }
-        int timeout = next < 0 ? -1 : (int)(next - now > INT_MAX ? INT_MAX : next - now);
-        struct pollfd p[4] = {{g_pipe[0], POLLIN, 0}};
-        nfds_t n = 1;
-        int in_at = -1, out_at = -1, pid_at = -1;
-        if (hw->in) {
-            in_at = (int)n;
-            p[n++] = (struct pollfd){0, POLLIN, 0};
-        }
-        if (hw->out) {
-            out_at = (int)n;
-            p[n++] = (struct pollfd){1, 0, 0}; /* POLLERR: no reader left */
-        }
-        if (hw->pidfd >= 0) {
-            pid_at = (int)n;
-            p[n++] = (struct pollfd){hw->pidfd, POLLIN, 0};
-        }
-        if (poll(p, n, timeout) <= 0) {
-            continue;
-        }
-        if (pid_at >= 0 && p[pid_at].revents != 0) {
-            cli_verbose(o, "%s: %s exited", a->name,
-                        hw->pid > 0 ? "the --pid process" : "its parent");
-            return CLI_EXIT_OK;
-        }
-        if (out_at >= 0 && p[out_at].revents & (POLLERR | POLLHUP)) {
-            cli_verbose(o, "%s: standard output has no reader", a->name);
-            return CLI_EXIT_OK;
-        }
-        if (in_at >= 0 && p[in_at].revents != 0) {
-            /* Bytes are read and ignored; EOF or an error ends the hold. */
-            char buf[512];
-            ssize_t k = read(0, buf, sizeof buf);
-            if (k == 0 || (k < 0 && errno != EINTR && errno != EAGAIN)) {
-                cli_verbose(o, "%s: standard input closed", a->name);
-                return CLI_EXIT_OK;
-            }
-        }
-        unsigned char buf[64];
-        ssize_t k;
-        while ((k = read(g_pipe[0], buf, sizeof buf)) > 0) {
-            for (ssize_t i = 0; i < k; i++) {
-                if (buf[i] != LOST_BYTE && cli_sig_terminates(buf[i])) {
-                    cli_verbose(o, "%s: signal %d (%s)", a->name, buf[i], strsignal(buf[i]));
-                    return CLI_EXIT_OK;
-                }
-            }
-        }
-    }
 }
 
 /* Installs the handlers with every handled signal blocked: the caller
@@ -841,8 +716,8 @@ int cli_run(const cli_opts *o, const cli_args *a)
         cli_error("%s: pipe: %s", a->cmd_name, strerror(errno));
         return CLI_EXIT_SOFTWARE;
     }
-    hold_watch hw;
-    int rc = hold ? hold_watch_init(a, &hw) : -1;
+    cli_hold_watch hw;
+    int rc = hold ? cli_hold_watch_init(a, &hw) : -1;
     if (rc >= 0) {
         return rc;
     }
@@ -882,7 +757,7 @@ int cli_run(const cli_opts *o, const cli_args *a)
             cli_verbose(o, "%s: standard output is gone", a->name);
             code = CLI_EXIT_OK;
         } else {
-            code = hold_loop(o, a, &hw, acquired_at, &lost);
+            code = cli_hold_loop(o, a, &hw, acquired_at, g_pipe[0], &g_lost, &lost);
         }
         if (hw.pidfd >= 0) {
             close(hw.pidfd);
@@ -890,11 +765,11 @@ int cli_run(const cli_opts *o, const cli_args *a)
     } else {
         char **env = child_env(a->name, owner);
         cli_group g;
-        run_state rs = {a, l, &g, cmd[0], -1, 0, 0, -1, false, false};
+        run_state rs = {a, l, &g, cmd[0], -1, -1, -1, 0, 0, -1, false, false};
         int64_t fire_at;
         if (a->lease_ms > 0) {
-            rs.lease_end = acquired_at + a->lease_ms;
-            fire_at = rs.lease_end + GUARD_GRACE_MS;
+            lease_plan(&rs, acquired_at, a->lease_ms, a->kill_after_ms);
+            fire_at = rs.kill_line;
         } else {
             /* The key lives at least the watchdog's lease from just
              * before the acquiring call. */
