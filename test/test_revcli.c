@@ -21,59 +21,8 @@ static void setup(void)
 
 TestSuite(revcli, .init = setup, .fini = cli_teardown, .timeout = 150);
 
-/* Whether pid runs or may run: it exists, is not a zombie, is not stopped. */
-static bool pid_running(pid_t pid)
-{
-    char s = proc_state(pid);
-    return s != 0 && s != 'Z' && s != 'X' && s != 'T' && s != 't';
-}
-
 /* Field n (1-based, after the comm) of /proc/PID/stat as an integer: 2 is
  * the ppid, 3 the process group. -1 if unreadable. */
-static long stat_field(pid_t pid, int n)
-{
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (f == NULL) {
-        return -1;
-    }
-    size_t k = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[k] = '\0';
-    char *p = strrchr(buf, ')');
-    if (p == NULL) {
-        return -1;
-    }
-    p += 2;
-    for (int i = 1; i < n; i++) {
-        p = strchr(p, ' ');
-        if (p == NULL) {
-            return -1;
-        }
-        p++;
-    }
-    return strtol(p, NULL, 10);
-}
-
-/* The pid in file path, or 0 (no file yet). */
-static pid_t pid_in(const char *path)
-{
-    char *text = slurp(path);
-    pid_t pid = (pid_t)atoi(text);
-    free(text);
-    return pid;
-}
-
-/* The pid written to path (atomically, by rename), once it is there. */
-static pid_t read_pid(const char *path)
-{
-    pid_t pid = 0;
-    bool ok = TH_POLL((pid = pid_in(path)) > 0, 10000);
-    cr_assert(ok, "%s: no pid", path);
-    return pid;
-}
-
 /* The child of rlock_pid named rlock-guard, or 0. */
 static pid_t guard_of(pid_t rlock_pid)
 {
