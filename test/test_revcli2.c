@@ -133,13 +133,18 @@ Test(revcli2, stopped_rlock_with_a_lease_kills_command_before_the_lease_runs_out
     char *name = th_name("revcli2-lease-stop");
     char *pidfile = tpath("cmd.pid");
     redisContext *r = th_redis(0);
-    pid_t p = START(NULL, "run", "-l", "2s", name, "--", "sh", "-c",
+    /* 2 s, scaled with the suite's time multiplier (a guard's margin is a
+     * tenth of the lease: the slack it has to be scheduled on a busy
+     * machine). */
+    char lease[32];
+    snprintf(lease, sizeof lease, "%lldms", (long long)th_ms(2000));
+    pid_t p = START(NULL, "run", "-l", lease, name, "--", "sh", "-c",
                     "echo $$ > \"$0.tmp\"; mv \"$0.tmp\" \"$0\"; exec sleep 30", pidfile);
     pid_t cmd = read_pid(pidfile);
     cr_assert_eq(th_exists(r, name), 1);
     kill(p, SIGSTOP);
     bool bad = false;
-    int64_t end = th_now_ms() + 4000;
+    int64_t end = th_now_ms() + th_ms(4000);
     while (th_now_ms() < end) {
         if (th_exists(r, name) == 0 && pid_running(cmd)) {
             bad = true;

@@ -59,7 +59,7 @@ static const char usage_text[] =
     "  -l, --lease TIME       hold for at most TIME, no renewal (default: the\n"
     "                         watchdog renews the lock while it is held); run:\n"
     "                         COMMAND gets -S at TIME - M - K and SIGKILL at\n"
-    "                         TIME - M (M: TIME/10, at most 200ms; K: -k, or\n"
+    "                         TIME - M (M: TIME/10, at most 1s; K: -k, or\n"
     "                         TIME/4, at most 2s), before the key can expire\n"
     "  -S, --signal SIG       signal for COMMAND if the lock is lost (TERM)\n"
     "  -k, --kill-after TIME  then SIGKILL it if still running after TIME\n"

@@ -243,22 +243,22 @@ static int drain_for_signal(void)
  * the request, so that the key lives at least until then + TTL) and sets
  * the guards' deadline MARGIN before that: they kill COMMAND while the key
  * still exists. A renewed key has at least 2L/3 left, so a refresh may be
- * late by 2L/3 - L/6 - MARGIN (400 ms for L = 1 s, 15 s for the default
+ * late by 2L/3 - L/6 - MARGIN (400 ms for L = 1 s, 14 s for the default
  * 30 s) before the guards fire on a healthy lock: the slack a busy machine
- * needs. MARGIN is L/10, at most 200 ms: the time a guard may need to be
+ * needs. MARGIN is L/10, at most 1 s: the time a guard may need to be
  * scheduled and its SIGKILL delivered. The same check is how rlock learns
  * early that the key is gone or has another holder (deleted, force-
  * unlocked): a loss, at once, rather than at the next renewal.
  *
  * With an explicit lease (-l L) the guards fire at the lease's end minus
- * MARGIN (L/10, at most 200 ms), like with the watchdog, so a stopped rlock
+ * MARGIN (L/10, at most 1 s), like with the watchdog, so a stopped rlock
  * cannot leave COMMAND running once the key may expire. rlock itself acts
  * earlier: -S SIG at that point minus K, SIGKILL at that point, where K
  * is -k TIME, or without -k the smaller of 2 s and L/4 (-S no earlier than
  * the acquisition). After a loss under the watchdog, the guards fire
  * GRACE after -k's SIGKILL was due, if rlock has not acted by then. */
 #define GUARD_GRACE_MS 1000
-#define GUARD_MARGIN_MAX_MS 200
+#define GUARD_MARGIN_MAX_MS 1000
 #define LEASE_TERM_MAX_MS 2000
 
 /* One rlock run: what supervise() and the end of the group share. */
