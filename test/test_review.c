@@ -580,6 +580,14 @@ static uint64_t stat_of(rlock_client *c, rlock_stat s)
 
 Test(review, wake_up_during_an_attempt_in_flight_is_passed_on)
 {
+    if (th_under_valgrind()) {
+        /* It counts the waiters' commands exactly at moments set by a
+         * proxy's delay windows; under valgrind's slowdown a waiter's
+         * retry lands outside them about one run in four (make check,
+         * asan and tsan run it; the paths it takes have memcheck
+         * coverage from the engine and wait tests). */
+        cr_skip_test("exact command counts in timed windows: not under valgrind");
+    }
     int64_t u = th_ms(1000);
     char *name = th_name("inflight");
     rlock_client *hc = th_client(NULL, 0);
