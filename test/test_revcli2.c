@@ -68,7 +68,11 @@ Test(revcli2, long_stop_of_the_group_does_not_fire_the_guards_on_sigcont)
     char *name = th_name("revcli2-pipefull");
     char *pidfile = tpath("cmd.pid");
     redisContext *r = th_redis(0);
-    pid_t p = START(NULL, "run", "--watchdog", "60ms", name, "--", "sh", "-c",
+    /* A short lease (many deadline updates), scaled with the suite's
+     * multiplier: 60 ms once lost the lock for real on a busy machine. */
+    char wd[32];
+    snprintf(wd, sizeof wd, "%lldms", (long long)th_ms(300));
+    pid_t p = START(NULL, "run", "--watchdog", wd, name, "--", "sh", "-c",
                     "echo $$ > \"$0.tmp\"; mv \"$0.tmp\" \"$0\"; exec sleep 600", pidfile);
     pid_t cmd = read_pid(pidfile);
     pid_t guard = 0;
