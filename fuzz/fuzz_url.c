@@ -5,6 +5,7 @@
  * catch out-of-bounds reads, leaks and undefined behaviour.
  * Built from the sources directly (the library hides internal symbols):
  * see the fuzz target of the Makefile. */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,8 +38,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (ep.db < 0 || (ep.user && !ep.password)) {
             abort();
         }
-        if (strncmp(url, "redis://", 8) != 0 && strncmp(url, "unix://", 7) != 0) {
+        bool tls = strncmp(url, "rediss://", 9) == 0;
+        if (!tls && strncmp(url, "redis://", 8) != 0 && strncmp(url, "unix://", 7) != 0) {
             abort();
+        }
+        if (ep.tls != tls || (tls && !ep.host)) {
+            abort(); /* TLS exactly for rediss://, and only over TCP */
         }
         rlock__endpoint_free(&ep);
     } else {
