@@ -99,7 +99,13 @@ typedef enum rlock_status {
                             restarting server): that is RLOCK_EIO,
                             retried like any outage (since 0.3) */
     RLOCK_EDEADLK = 16,  /* the wait could never end: the calling thread
-                            holds the lock itself (since 0.3) */
+                            holds the lock itself (since 0.3), or holds
+                            the read lock and asks for the write lock, or
+                            asks a non-reentrant lock again (since 0.3) */
+    RLOCK_EKIND = 17,    /* the name holds another kind of lock (a read/
+                            write lock where a reentrant one is asked, or
+                            the reverse) or a key of another type: nothing
+                            was changed (since 0.3) */
 } rlock_status;
 
 /* The longest lock name rlock_new() accepts, in bytes (64 KiB); longer
@@ -202,6 +208,18 @@ typedef struct rlock_config {
      * lets anyone on the path read and change every command. Default
      * false: verified. */
     bool tls_insecure;
+    /* The fair lock (since 0.3): how long each waiter's place in Redis's
+     * queue is kept for it beyond the one before it when the waiter gives
+     * no wait time of its own (Redisson's fairLockWaitTimeout; it must
+     * match the Java clients sharing the names); 0 -> 300000. */
+    int64_t fair_wait_timeout_ms;
+    /* The spin lock (since 0.3): a waiter sleeps spin_min_delay_ms after
+     * its first failed attempt, then twice the last delay plus a random
+     * 0..attempts-1 ms, at most spin_max_delay_ms (Redisson's exponential
+     * back-off, 1 and 128 by default; min == max is its constant one);
+     * 0 -> 1 and 128. */
+    int64_t spin_min_delay_ms;
+    int64_t spin_max_delay_ms;
 } rlock_config;
 
 /* Fills every field with its default. Never fails; a NULL cfg is ignored.
@@ -269,6 +287,38 @@ RLOCK_API uint64_t rlock_thread_id(void);
  * RLOCK_ENOMEM, RLOCK_ECLOSED. */
 RLOCK_API rlock_status rlock_new(rlock_client *c, const char *name, rlock **out);
 
+/* The rest of Redisson's lock family (since 0.3), each sharing its names
+ * with Redisson's object of the same kind (docs/protocol.md): arguments
+ * and statuses as rlock_new(). Every call on a lock handle works on a
+ * handle of any kind, with that kind's semantics (docs/api.md, "Lock
+ * kinds"); one that makes no sense for a kind returns RLOCK_EINVAL. Never
+ * mix kinds on one name: a call that finds another kind's state there
+ * returns RLOCK_EKIND and changes nothing.
+ *   rlock_new_fair()    getFairLock(name): first come, first served
+ *                       across processes; only the queue's head is woken
+ *   rlock_new_read()    getReadWriteLock(name).readLock(): shared
+ *   rlock_new_write()   getReadWriteLock(name).writeLock(): exclusive
+ *   rlock_new_fenced()  getFencedLock(name): each acquisition gets a
+ *                       strictly increasing token (rlock_fence_token())
+ *   rlock_new_spin()    getSpinLock(name): no pub/sub, waiters retry with
+ *                       back-off (spin_min_delay_ms, spin_max_delay_ms)
+ *   rlock_new_nonreentrant(), rlock_new_fair_nonreentrant()
+ *                       Redisson 4.4+'s non-reentrant forms: the holder
+ *                       asking again gets RLOCK_EDEADLK at once */
+RLOCK_API rlock_status rlock_new_fair(rlock_client *c, const char *name, rlock **out);
+RLOCK_API rlock_status rlock_new_read(rlock_client *c, const char *name, rlock **out);
+RLOCK_API rlock_status rlock_new_write(rlock_client *c, const char *name, rlock **out);
+RLOCK_API rlock_status rlock_new_fenced(rlock_client *c, const char *name, rlock **out);
+RLOCK_API rlock_status rlock_new_spin(rlock_client *c, const char *name, rlock **out);
+RLOCK_API rlock_status rlock_new_nonreentrant(rlock_client *c, const char *name, rlock **out);
+RLOCK_API rlock_status rlock_new_fair_nonreentrant(rlock_client *c, const char *name,
+                                                   rlock **out);
+
+/* The handle's kind: "reentrant", "fair", "read", "write", "fenced",
+ * "spin", "nonreentrant", "fair-nonreentrant"; NULL if l is NULL
+ * (since 0.3). */
+RLOCK_API const char *rlock_kind(const rlock *l);
+
 /* Frees a handle. Does not unlock: holds belong to threads, not handles,
  * and stay (and are renewed) until unlocked through any handle of the same
  * name. Touches only the handle's memory, never the client or Redis, so it
@@ -304,7 +354,7 @@ RLOCK_API const char *rlock_name(const rlock *l);
  * the wait or retry_timeout_ms runs out; wait_ms 0: one command_timeout_ms;
  * a request still unanswered then is abandoned by this thread's next call
  * for the name, or by rlock_client_free(): a hold it took is given back;
- * see docs/api.md), RLOCK_EREDIS (e.g. the key holds another type),
+ * see docs/api.md), RLOCK_EKIND (the key holds another type or kind), RLOCK_EREDIS,
  * RLOCK_EPERM (the ACL denies a command or key the acquire needs, or, to a
  * waiter, the SUBSCRIBE of the lock's channel: it returns at once rather
  * than sleep on leases; since 0.3), RLOCK_EPROTO, RLOCK_ECLOSED,
@@ -409,8 +459,8 @@ RLOCK_API rlock_status rlock_force_unlock(rlock *l, bool *was_locked);
 
 /* The queries below each run one command (one round trip, at most
  * command_timeout_ms) and return RLOCK_OK, RLOCK_EINVAL (NULL argument),
- * RLOCK_EIO, RLOCK_ETIMEDOUT, RLOCK_EREDIS (e.g. WRONGTYPE: the key holds
- * another type), RLOCK_EPROTO (e.g. a non-numeric hold count, or one
+ * RLOCK_EIO, RLOCK_ETIMEDOUT, RLOCK_EKIND (WRONGTYPE: the key holds
+ * another type), RLOCK_EREDIS, RLOCK_EPROTO (e.g. a non-numeric hold count, or one
  * beyond int64), RLOCK_EPERM (the ACL denies the command or key),
  * RLOCK_ECLOSED, RLOCK_ENOMEM, RLOCK_EAUTH (the server wants a login the
  * connection lost) or RLOCK_EPOOL. */

@@ -17,6 +17,9 @@
 --                  gone (lease ran out, force-unlocked): nothing changed
 --        {3, 0}    this request was settled already (resent or abandoned):
 --                  this copy changes nothing
+--        {5, 0}    the name holds another kind of lock (a read/write lock's
+--                  hash, with its 'mode' field): nothing changed
+-- A key of another type fails the HGET (WRONGTYPE) before any write.
 -- Only the owner's own requests change its field, and every earlier one
 -- was answered or settled, so on a resend the field's count tells exactly
 -- whether the first copy ran (ARGV[3] + 1) or not. A first send writes
@@ -60,6 +63,9 @@ if n > 0 or redis.call('exists', KEYS[1]) == 0 then
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
     return {1, n + 1}
+end
+if redis.call('hexists', KEYS[1], 'mode') == 1 then
+    return {5, 0}
 end
 if resend then
     redis.call('set', KEYS[2], '0', 'px', ARGV[4])

@@ -13,33 +13,7 @@ static bool time_ok(int64_t v, bool allow_zero)
 
 RLOCK_API rlock_status rlock_new(rlock_client *c, const char *name, rlock **out)
 {
-    if (!c || !name || !out || name[0] == '\0') {
-        rlock__error_clear();
-        return rlock__fail(RLOCK_EINVAL, "NULL argument or empty name");
-    }
-    /* Measured only up to one byte past the maximum: a name is refused
-     * without reading all of a huge one. */
-    size_t len = strnlen(name, (size_t)RLOCK_NAME_MAX + 1);
-    if (len > RLOCK_NAME_MAX) {
-        rlock__error_clear();
-        return rlock__fail(RLOCK_EINVAL, "name longer than RLOCK_NAME_MAX (%d bytes)",
-                           RLOCK_NAME_MAX);
-    }
-    rlock_status st = rlock__enter(c);
-    if (st != RLOCK_OK) {
-        return st;
-    }
-    rlock *l = malloc(sizeof *l);
-    if (!l) {
-        st = rlock__fail(RLOCK_ENOMEM, "out of memory for a handle");
-    } else if ((st = rlock__handle_init(l, c, &rlock__kind_reentrant, name, len)) !=
-               RLOCK_OK) {
-        free(l);
-    } else {
-        *out = l;
-    }
-    rlock__leave(c);
-    return st;
+    return rlock__handle_new(c, name, &rlock__kind_reentrant, out);
 }
 
 RLOCK_API void rlock_free(rlock *l)
@@ -48,6 +22,11 @@ RLOCK_API void rlock_free(rlock *l)
         rlock__handle_fini(l);
         free(l);
     }
+}
+
+RLOCK_API const char *rlock_kind(const rlock *l)
+{
+    return l ? l->kind->name : NULL;
 }
 
 RLOCK_API const char *rlock_name(const rlock *l)
@@ -144,7 +123,7 @@ static rlock_status query_int(rlock *l, const char *cmd, bool with_owner, uint64
         return st;
     }
     char owner[RLOCK__OWNER_MAX];
-    rlock__owner(l->c, tid, owner);
+    rlock__owner_field(l, tid, owner);
     const char *args[3] = {cmd, l->name, owner};
     size_t lens[3] = {strlen(cmd), l->namelen, strlen(owner)};
     rlock__call call = {l->name, l->namelen, NULL, 0, with_owner ? 3 : 2, args, lens};
@@ -157,6 +136,14 @@ RLOCK_API rlock_status rlock_is_locked(rlock *l, bool *locked)
 {
     if (!l || !locked) {
         return bad_args();
+    }
+    if (l->kind->is_locked) {
+        rlock_status st = rlock__enter(l->c);
+        if (st == RLOCK_OK) {
+            st = l->kind->is_locked(l, locked, rlock__now_ms() + l->c->cfg.command_timeout_ms);
+            rlock__leave(l->c);
+        }
+        return st;
     }
     int64_t v;
     rlock_status st = query_int(l, "EXISTS", false, 0, &v);

@@ -580,14 +580,14 @@ Test(badinput, key_of_another_type)
     freeReplyObject(th_cmd(r, "SET %s %s", name, "not-a-hash"));
     bool b = false;
     int64_t n = 0;
-    th_assert_status(rlock_lock(l, RLOCK_WATCHDOG), RLOCK_EREDIS);
-    th_assert_status(rlock_lock(l, 1000), RLOCK_EREDIS);
-    th_assert_status(rlock_try_lock(l, 0, 1000), RLOCK_EREDIS);
-    th_assert_status(rlock_try_lock(l, 500, 1000), RLOCK_EREDIS);
-    th_assert_status(rlock_unlock(l), RLOCK_EREDIS);
-    th_assert_status(rlock_hold_count(l, &n), RLOCK_EREDIS);
-    th_assert_status(rlock_is_held_by_current_thread(l, &b), RLOCK_EREDIS);
-    th_assert_status(rlock_is_held_by_thread(l, 1, &b), RLOCK_EREDIS);
+    th_assert_status(rlock_lock(l, RLOCK_WATCHDOG), RLOCK_EKIND);
+    th_assert_status(rlock_lock(l, 1000), RLOCK_EKIND);
+    th_assert_status(rlock_try_lock(l, 0, 1000), RLOCK_EKIND);
+    th_assert_status(rlock_try_lock(l, 500, 1000), RLOCK_EKIND);
+    th_assert_status(rlock_unlock(l), RLOCK_EKIND);
+    th_assert_status(rlock_hold_count(l, &n), RLOCK_EKIND);
+    th_assert_status(rlock_is_held_by_current_thread(l, &b), RLOCK_EKIND);
+    th_assert_status(rlock_is_held_by_thread(l, 1, &b), RLOCK_EKIND);
     /* Type-agnostic commands answer normally. */
     th_ok(rlock_is_locked(l, &b));
     cr_assert(b);
@@ -693,9 +693,9 @@ Test(badinput, status_strings_for_every_value)
         "RLOCK_ENOTOWNER", "RLOCK_ELOST",  "RLOCK_EIO",     "RLOCK_ETIMEDOUT",
         "RLOCK_EREDIS",    "RLOCK_EPROTO", "RLOCK_ECLOSED", "RLOCK_EAUTH",
         "RLOCK_ECANCELED", "RLOCK_EPOOL",  "RLOCK_EPERM",   "RLOCK_ETLS",
-        "RLOCK_EDEADLK",
+        "RLOCK_EDEADLK",   "RLOCK_EKIND",
     };
-    for (int s = 0; s <= RLOCK_EDEADLK; s++) {
+    for (int s = 0; s <= RLOCK_EKIND; s++) {
         cr_assert_str_eq(rlock_status_name((rlock_status)s), names[s]);
         const char *e = rlock_strerror((rlock_status)s);
         cr_assert(e != NULL && e[0] != '\0');
@@ -704,7 +704,7 @@ Test(badinput, status_strings_for_every_value)
                               names[s], names[t]);
         }
     }
-    const int unknown[] = {17, 18, 100, -1, -100, INT_MAX, INT_MIN};
+    const int unknown[] = {18, 19, 100, -1, -100, INT_MAX, INT_MIN};
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
         rlock_status s = (rlock_status)unknown[i];
         cr_assert_str_eq(rlock_status_name(s), "RLOCK_UNKNOWN", "value %d", unknown[i]);

@@ -34,7 +34,9 @@
  *               faults::outage_longer_than_retry_timeout_gives_eio
  *   ETIMEDOUT   statuses::etimedout_from_every_call_when_the_server_stalls,
  *               faults::client_pause_calls_time_out_and_leave_no_orphan
- *   EREDIS      statuses::eredis_from_every_call_on_error_replies, lock::wrongtype_key_is_eredis
+ *   EREDIS      statuses::eredis_from_every_call_on_error_replies
+ *   EKIND       lock::wrongtype_key_is_ekind, statuses::eredis_from_every_call_on_error_replies
+ *               (WRONGTYPE), badinput::key_of_another_type
  *   EPROTO      statuses::eproto_from_every_call_on_a_reply_of_another_shape
  *   ECLOSED     statuses::eclosed_from_every_call_entering_a_closing_client,
  *               client::free_wakes_waiters_with_eclosed, faults::fork_while_holding
@@ -72,8 +74,10 @@
  *   OK          lock::reentrant_hold_count_in_redis, lock::explicit_lease_expires,
  *               statuses::elost_from_every_acquire_call_and_unlock (is_held_by_thread)
  *   EINVAL      client::einval_for_bad_arguments, badinput::null_arguments_every_function
- *   EREDIS      statuses::eredis_from_every_call_on_error_replies (WRONGTYPE for the
- *               HEXISTS/HGET ones; EXISTS and PTTL on a server that renamed them away)
+ *   EREDIS      statuses::eredis_from_every_call_on_error_replies (EXISTS and PTTL on a
+ *               server that renamed them away)
+ *   EKIND       statuses::eredis_from_every_call_on_error_replies (WRONGTYPE for the
+ *               HEXISTS/HGET ones)
  *   EPROTO      statuses::eproto_from_every_call_on_a_reply_of_another_shape,
  *               client::eproto_for_a_non_numeric_count (hold_count)
  *   ETIMEDOUT   statuses::etimedout_from_every_call_when_the_server_stalls,

@@ -332,19 +332,19 @@ Test(lock, braces_in_name_keep_the_tag)
     free(base);
 }
 
-Test(lock, wrongtype_key_is_eredis)
+Test(lock, wrongtype_key_is_ekind)
 {
     char *name = th_name("wrongtype");
     th_run(r, "SET %s hello", name);
     rlock *l;
     th_ok(rlock_new(c, name, &l));
-    /* EXISTS is true and HEXISTS fails: the script errors out. */
-    th_assert_status(rlock_try_lock(l, 0, 1000), RLOCK_EREDIS);
+    /* EXISTS is true and HEXISTS fails: the script says so. */
+    th_assert_status(rlock_try_lock(l, 0, 1000), RLOCK_EKIND);
     int64_t n;
-    th_assert_status(rlock_hold_count(l, &n), RLOCK_EREDIS);
+    th_assert_status(rlock_hold_count(l, &n), RLOCK_EKIND);
     bool held;
-    th_assert_status(rlock_is_held_by_current_thread(l, &held), RLOCK_EREDIS);
-    th_assert_status(rlock_unlock(l), RLOCK_EREDIS);
+    th_assert_status(rlock_is_held_by_current_thread(l, &held), RLOCK_EKIND);
+    th_assert_status(rlock_unlock(l), RLOCK_EKIND);
     redisReply *rep = th_cmd(r, "GET %s", name);
     cr_assert_str_eq(rep->str, "hello", "the other value is left alone");
     freeReplyObject(rep);

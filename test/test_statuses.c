@@ -245,8 +245,9 @@ Test(statuses, elost_from_every_acquire_call_and_unlock)
 
 Test(statuses, eredis_from_every_call_on_error_replies)
 {
-    /* 1. A key of another type (WRONGTYPE): the acquire script's HINCRBY,
-     * HEXISTS and HGET fail on it. */
+    /* 1. A key of another type (WRONGTYPE): the acquire script's HGET,
+     * HEXISTS and HGET fail on it: RLOCK_EKIND (since 0.3), with the
+     * server's text. */
     rlock_client *c = th_client(NULL, 0);
     set s;
     set_new(&s, c, "eredis");
@@ -256,7 +257,7 @@ Test(statuses, eredis_from_every_call_on_error_replies)
     for (size_t k = 0; k < sizeof wrongtype / sizeof wrongtype[0]; k++) {
         int i = wrongtype[k];
         th_run(r, "SET %s a-string", s.names[i]);
-        assert_call(i, invoke(i, s.ls[i]), RLOCK_EREDIS);
+        assert_call(i, invoke(i, s.ls[i]), RLOCK_EKIND);
         cr_assert(strstr(rlock_last_error(), "WRONGTYPE"), "%s: %s", call_names[i],
                   rlock_last_error());
         th_run(r, "DEL %s", s.names[i]);

@@ -29,6 +29,9 @@ RLOCK_API void rlock_config_init_size(rlock_config *cfg, size_t size)
     d.watchdog_batch_size = RLOCK__DEFAULT_BATCH;
     d.subscribe_timeout_ms = RLOCK__DEFAULT_SUBSCRIBE_MS;
     d.retry_timeout_ms = RLOCK__DEFAULT_RETRY_MS;
+    d.fair_wait_timeout_ms = RLOCK__DEFAULT_FAIR_WAIT_MS;
+    d.spin_min_delay_ms = RLOCK__DEFAULT_SPIN_MIN_MS;
+    d.spin_max_delay_ms = RLOCK__DEFAULT_SPIN_MAX_MS;
     memcpy(cfg, &d, size < sizeof d ? size : sizeof d);
 }
 
@@ -245,7 +248,9 @@ rlock_status rlock__config_fill(rlock_config *cfg)
     if (cfg->pool_size < 0 || cfg->pool_size > 1024 || cfg->watchdog_batch_size < 0 ||
         cfg->watchdog_batch_size > 10000 || !time_ok(cfg->connect_timeout_ms) ||
         !time_ok(cfg->command_timeout_ms) || !time_ok(cfg->watchdog_timeout_ms) ||
-        !time_ok(cfg->subscribe_timeout_ms) || !time_ok(cfg->retry_timeout_ms)) {
+        !time_ok(cfg->subscribe_timeout_ms) || !time_ok(cfg->retry_timeout_ms) ||
+        !time_ok(cfg->fair_wait_timeout_ms) || !time_ok(cfg->spin_min_delay_ms) ||
+        !time_ok(cfg->spin_max_delay_ms)) {
         return RLOCK_EINVAL;
     }
     /* A renewal period of watchdog/3 must be at least a millisecond. */
@@ -272,6 +277,18 @@ rlock_status rlock__config_fill(rlock_config *cfg)
     }
     if (cfg->retry_timeout_ms == 0) {
         cfg->retry_timeout_ms = RLOCK__DEFAULT_RETRY_MS;
+    }
+    if (cfg->fair_wait_timeout_ms == 0) {
+        cfg->fair_wait_timeout_ms = RLOCK__DEFAULT_FAIR_WAIT_MS;
+    }
+    if (cfg->spin_min_delay_ms == 0) {
+        cfg->spin_min_delay_ms = RLOCK__DEFAULT_SPIN_MIN_MS;
+    }
+    if (cfg->spin_max_delay_ms == 0) {
+        cfg->spin_max_delay_ms = RLOCK__DEFAULT_SPIN_MAX_MS;
+    }
+    if (cfg->spin_max_delay_ms < cfg->spin_min_delay_ms) {
+        return RLOCK_EINVAL;
     }
     return RLOCK_OK;
 }

@@ -24,6 +24,9 @@ struct rlock_client;
 #define RLOCK__DEFAULT_BATCH 100
 #define RLOCK__DEFAULT_SUBSCRIBE_MS 7500
 #define RLOCK__DEFAULT_RETRY_MS 30000
+#define RLOCK__DEFAULT_FAIR_WAIT_MS 300000 /* Redisson's fairLockWaitTimeout */
+#define RLOCK__DEFAULT_SPIN_MIN_MS 1
+#define RLOCK__DEFAULT_SPIN_MAX_MS 128
 /* The unlock latch's TTL: Redisson's is 16-20 s with its defaults; a fixed
  * 20 s covers our own retries (spec 0.3). */
 #define RLOCK__LATCH_TTL_MS 20000
@@ -165,6 +168,8 @@ typedef struct rlock__holder {
     int64_t settled_ms; /* when the latest TTL-setting request was confirmed:
                            a request sent after it ran after all of them */
     const struct rlock__kind *kind; /* how to renew and settle it */
+    int64_t token;      /* a fenced kind's token of the latest acquisition,
+                           -1 none */
     uint64_t epoch;     /* changes with every first acquisition */
     bool lost;          /* Redis no longer has it (renewal, re-entry) */
     bool in_round;      /* a renewal round in flight includes this hold */
@@ -181,10 +186,12 @@ typedef struct rlock__holder {
 } rlock__holder;
 
 typedef struct rlock__hold {
-    rlock__map_node node; /* key = lock name */
+    rlock__map_node node; /* key = name (keylen bytes): the lock name, or
+                             name NUL tag for a kind with a key_tag */
     rlock__holder *holders;
     char *name;
-    size_t namelen;
+    size_t namelen; /* of the lock name in Redis (up to the NUL) */
+    size_t keylen;
 } rlock__hold;
 
 /* The records of one thread, in the client's map keyed by the 8 bytes of
@@ -208,6 +215,7 @@ typedef struct rlock__hold_view {
     char pending_rid[33];
     int64_t suspect_held;
     char suspect_rid[33];
+    int64_t token; /* of the latest acquisition (fenced kinds), -1 none */
 } rlock__hold_view;
 
 rlock_status rlock__holds_init(struct rlock_client *c);
@@ -224,7 +232,8 @@ void rlock__hold_view_of(struct rlock_client *c, const char *name, size_t len, u
  * a watchdog-mode level is renewed with its kind's script until it is
  * released. */
 void rlock__hold_acquired(struct rlock_client *c, const char *name, size_t len, uint64_t tid,
-                          int64_t lease_ms, int64_t sent_ms, const struct rlock__kind *kind);
+                          int64_t lease_ms, int64_t sent_ms, const struct rlock__kind *kind,
+                          int64_t token);
 /* An unlock sent at sent_ms ran: all = the key is gone for us (forget),
  * else count - 1 and the TTL it set (the view's lease_ms) sets the
  * deadline. The answer to an unanswered unlock resent with its id counts

@@ -30,6 +30,7 @@ static const struct {
     [RLOCK_ETLS] = {"RLOCK_ETLS",
                     "TLS failed: certificate not trusted or refused, or TLS not spoken"},
     [RLOCK_EDEADLK] = {"RLOCK_EDEADLK", "the calling thread holds the lock it would wait for"},
+    [RLOCK_EKIND] = {"RLOCK_EKIND", "the name holds another kind of lock or another type"},
 };
 
 #define NSTATUS (sizeof table / sizeof table[0])

@@ -186,7 +186,8 @@ rlock_status rlock__hold_prepare(rlock_client *c, const char *name, size_t len, 
         h->name = (char *)(h + 1);
         memcpy(h->name, name, len);
         h->name[len] = '\0';
-        h->namelen = len;
+        h->namelen = strnlen(name, len);
+        h->keylen = len;
         h->node.key = h->name;
         h->node.keylen = len;
         if (rlock__map_put(&c->holds, &h->node) != RLOCK_OK) {
@@ -293,10 +294,12 @@ void rlock__hold_view_of(rlock_client *c, const char *name, size_t len, uint64_t
                          rlock__hold_view *v)
 {
     memset(v, 0, sizeof *v);
+    v->token = -1;
     pthread_mutex_lock(&c->hold_mu);
     rlock__holder *x = find(c, name, len, tid);
     if (x) {
         v->count = x->count;
+        v->token = x->count > 0 ? x->token : -1;
         v->lost_levels = x->lost_levels;
         v->lost = x->lost;
         /* An explicit lease that ran out is lost as surely as a renewal
@@ -318,7 +321,8 @@ void rlock__hold_view_of(rlock_client *c, const char *name, size_t len, uint64_t
 }
 
 void rlock__hold_acquired(rlock_client *c, const char *name, size_t len, uint64_t tid,
-                          int64_t lease_ms, int64_t sent_ms, const struct rlock__kind *kind)
+                          int64_t lease_ms, int64_t sent_ms, const struct rlock__kind *kind,
+                          int64_t token)
 {
     pthread_mutex_lock(&c->hold_mu);
     rlock__holder *x = find(c, name, len, tid);
@@ -340,6 +344,7 @@ void rlock__hold_acquired(rlock_client *c, const char *name, size_t len, uint64_
         }
         x->count++;
         x->kind = kind;
+        x->token = token;
         if (lease_ms == RLOCK_WATCHDOG) {
             /* Renewed while this level or one below it is held. */
             if (x->wd_depth == 0) {

@@ -1,9 +1,24 @@
 /* kinds: one file per lock kind, each filling the table of operations that
  * the shared engine calls (rlock__kind, declared by sync/sync.h: the seam
- * points down): how to attempt, abandon, release, force-release and
- * renew, which channel to wait on and what its message means. A new kind
- * (fair, read, write, fenced, spin) is a file here, its scripts in lua/,
- * and its tests. */
+ * points down). A new kind is a file here, its scripts in lua/ (embedded
+ * as rlock__script_<file name>), its public constructor (one line:
+ * rlock__handle_new(c, name, &rlock__kind_x, out)) and its tests; read
+ * reentrant.c as the model. The table says:
+ *   chan_prefix  the channel its releases publish on (prefix(P, name))
+ *   key_tag      NULL, or the tag that keeps a second kind's holds of the
+ *                same name and thread apart (the write half: "write")
+ *   wait         RLOCK__WAIT_SHARED: one channel per name; _OWN: a channel
+ *                per waiter (<channel>:<owner field>), Redis keeps the
+ *                queue; _POLL: no messages, back-off
+ *   wake         what a "0" message means for local waiters ("1": all)
+ *   attempt      one idempotent attempt (acquire latch, resend, the
+ *                reply shapes of rlock__parse_attempt(): {1,n[,token]}
+ *                taken, {0,ttl} held, {2,0} gone, {3,0} spent, {4,0}
+ *                only the caller's own hold in the way, {5,0} another kind)
+ *   give_up      NULL, or leaving a queue the attempts joined
+ *   abandon, release, force_release, count, holder_ttl, is_locked, renew
+ * The engine does the rest: waiting, retries, doubts, the watchdog, the
+ * registry (one record per name, thread and key_tag). */
 #ifndef RLOCK_KIND_H
 #define RLOCK_KIND_H
 
@@ -12,6 +27,13 @@
 #include "sync/sync.h"
 
 extern const rlock__kind rlock__kind_reentrant;
+extern const rlock__kind rlock__kind_fair;
+extern const rlock__kind rlock__kind_read;
+extern const rlock__kind rlock__kind_write;
+extern const rlock__kind rlock__kind_fenced;
+extern const rlock__kind rlock__kind_spin;
+extern const rlock__kind rlock__kind_nonreentrant;
+extern const rlock__kind rlock__kind_fair_nonreentrant;
 
 /* Reply parsers, kept apart from I/O so they can be fuzzed. Each returns
  * RLOCK_OK with *out set, or RLOCK_EPROTO / the error reply's status. */

@@ -21,20 +21,30 @@ static rlock_status shape(const redisReply *r)
 
 rlock_status rlock__parse_attempt(const redisReply *r, rlock__attempt *out)
 {
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER) {
+    /* {what, value} or, from a fenced kind's acquisition, {1, n, token}. */
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 || r->elements > 3 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER ||
+        (r->elements == 3 && r->element[2]->type != REDIS_REPLY_INTEGER)) {
         return shape(r);
     }
     long long kind = r->element[0]->integer, v = r->element[1]->integer;
-    if (kind == 1 && v >= 1) {
-        *out = (rlock__attempt){RLOCK__TAKEN, v, -1};
+    long long token = r->elements == 3 ? r->element[2]->integer : -1;
+    if (kind == 1 && v >= 1 && (r->elements == 2 || token >= 0)) {
+        *out = (rlock__attempt){RLOCK__TAKEN, v, -1, token};
+    } else if (r->elements == 3) {
+        return rlock__fail(RLOCK_EPROTO, "unexpected acquire reply {%lld, %lld, %lld}", kind, v,
+                           token);
     } else if (kind == 0 && v >= -1) {
         /* -2 (no key) cannot come from a script that just saw the key. */
-        *out = (rlock__attempt){RLOCK__HELD, 0, v};
+        *out = (rlock__attempt){RLOCK__HELD, 0, v, -1};
     } else if (kind == 2) {
-        *out = (rlock__attempt){RLOCK__GONE, 0, -1};
+        *out = (rlock__attempt){RLOCK__GONE, 0, -1, -1};
     } else if (kind == 3) {
-        *out = (rlock__attempt){RLOCK__SPENT, 0, -1};
+        *out = (rlock__attempt){RLOCK__SPENT, 0, -1, -1};
+    } else if (kind == 4) {
+        *out = (rlock__attempt){RLOCK__SELF, 0, -1, -1};
+    } else if (kind == 5) {
+        *out = (rlock__attempt){RLOCK__FOREIGN, 0, -1, -1};
     } else {
         return rlock__fail(RLOCK_EPROTO, "unexpected acquire reply {%lld, %lld}", kind, v);
     }
@@ -93,9 +103,10 @@ rlock_status rlock__parse_int(const redisReply *r, int64_t *out)
 /* ---- operations ------------------------------------------------------ */
 
 static rlock_status attempt(rlock *l, const char *owner, int64_t lease_ms, int64_t held,
-                            const char *rid, bool resend, rlock__attempt *out,
+                            int64_t wait_ms, const char *rid, bool resend, rlock__attempt *out,
                             int64_t deadline_ms)
 {
+    (void)wait_ms;
     size_t latchlen;
     char *latch = rlock__latch_key(l->acq_latch_prefix, l->acq_latch_prefix_len, rid, &latchlen);
     if (!latch) {
@@ -218,6 +229,8 @@ static rlock_status holder_ttl(rlock *l, int64_t *ttl, int64_t deadline_ms)
 
 const rlock__kind rlock__kind_reentrant = {
     .name = "reentrant",
+    .chan_prefix = "redisson_lock__channel",
+    .wait = RLOCK__WAIT_SHARED,
     .attempt = attempt,
     .abandon = abandon,
     .release = release,

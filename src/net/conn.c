@@ -128,7 +128,14 @@ rlock_status rlock__error_reply(const redisReply *r)
      * Redis 7.0's "ERR The user executing the script can't ..." (7.2 says
      * NOPERM there too). Either way the command did not run. */
     bool perm = starts(s, "NOPERM") || starts(s, "ERR The user executing the script can't");
-    return rlock__fail(auth ? RLOCK_EAUTH : perm ? RLOCK_EPERM : RLOCK_EREDIS, "%.200s", s);
+    /* The name holds a key of another type (from a script too, where an
+     * older server wraps the code in its own text). */
+    bool kind = strstr(s, "WRONGTYPE") != NULL;
+    return rlock__fail(auth   ? RLOCK_EAUTH
+                       : perm ? RLOCK_EPERM
+                       : kind ? RLOCK_EKIND
+                              : RLOCK_EREDIS,
+                       "%.200s", s);
 }
 
 /* AUTH, SELECT and CLIENT SETNAME in one round trip, by deadline_ms. */

@@ -21,13 +21,13 @@
  * abandons it (lua/abandon.lua: no copy can take a hold afterwards, and a
  * hold it took is given back). A cancellation token or the client's close
  * ends the wait at once. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
 
 #define IO_BACKOFF_MIN_MS 25
 #define IO_BACKOFF_MAX_MS 1000
-
 rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_cancel *cancel,
                             int64_t *holder_ttl_ms)
 {
@@ -43,7 +43,7 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
     if (rlock__cancelled(cancel)) {
         return rlock__fail(RLOCK_ECANCELED, "the wait was cancelled");
     }
-    rlock_status st = rlock__hold_prepare(c, l->name, l->namelen, tid, k);
+    rlock_status st = rlock__hold_prepare(c, l->key, l->keylen, tid, k);
     if (st != RLOCK_OK) {
         return st;
     }
@@ -52,20 +52,20 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
      * to more (finding 15). */
     int64_t prelude_end = rlock__now_ms() + cmd_ms;
     if ((st = rlock__settle(l, tid, true, prelude_end)) != RLOCK_OK) {
-        rlock__hold_tidy(c, l->name, l->namelen, tid);
+        rlock__hold_tidy(c, l->key, l->keylen, tid);
         /* A token fired while the doubt could not be settled: the caller
          * asked to stop, and that is the answer (the doubt stays). */
         return rlock__cancelled(cancel) ? rlock__fail(RLOCK_ECANCELED, "the wait was cancelled")
                                         : st;
     }
     rlock__hold_view v;
-    rlock__hold_view_of(c, l->name, l->namelen, tid, &v);
+    rlock__hold_view_of(c, l->key, l->keylen, tid, &v);
     if (v.count > 0 && v.lost) {
         /* Re-entering a hold this client already knows is gone: nothing to
          * take. The thread is told now; its levels unwind with RLOCK_ELOST,
          * and its next lock takes a fresh hold above them. */
-        rlock__hold_unwound_lost(c, l->name, l->namelen, tid, false);
-        rlock__hold_tidy(c, l->name, l->namelen, tid);
+        rlock__hold_unwound_lost(c, l->key, l->keylen, tid, false);
+        rlock__hold_tidy(c, l->key, l->keylen, tid);
         return rlock__fail(RLOCK_ELOST, "this thread's hold of the lock was lost");
     }
     int64_t held = v.count;
@@ -73,10 +73,10 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
         /* A renewal of this thread's previous hold is in flight; if it ran
          * after this acquire it would stretch the new lease to the
          * watchdog's. Let it finish first (rare, one round trip). */
-        rlock__hold_wait_round(c, l->name, l->namelen, tid, prelude_end);
+        rlock__hold_wait_round(c, l->key, l->keylen, tid, prelude_end);
     }
     if (rlock__cancelled(cancel)) {
-        rlock__hold_tidy(c, l->name, l->namelen, tid);
+        rlock__hold_tidy(c, l->key, l->keylen, tid);
         return rlock__fail(RLOCK_ECANCELED, "the wait was cancelled");
     }
 
@@ -97,7 +97,11 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
     /* No barging: while other threads of this client queue for the name, a
      * newcomer that does not hold it queues behind them instead of racing
      * them (or the thread that just released would win again and again). */
-    bool skip = wait_ms != 0 && held == 0 && rlock__chan_queued(c, l->channel, l->chanlen);
+    bool skip = k->wait == RLOCK__WAIT_SHARED && wait_ms != 0 && held == 0 &&
+                rlock__chan_queued(c, l->channel, l->chanlen);
+    bool attempted = false; /* an attempt went out: the kind may have queued us */
+    int64_t spin_last = 0, spin_tries = 0;
+    unsigned seed = (unsigned)(tid * 2654435761u) ^ (unsigned)rlock__now_ms();
     st = RLOCK_EBUSY;
     for (;;) {
         if (!skip) {
@@ -107,23 +111,24 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
                 first_sent = sent;
                 if (held > 0) {
                     /* A re-entry sets the TTL to its lease if it runs. */
-                    rlock__hold_ttl_may(c, l->name, l->namelen, tid, sent, lease);
+                    rlock__hold_ttl_may(c, l->key, l->keylen, tid, sent, lease);
                 }
             }
             /* A wake-up that arrives while this attempt is in flight was
              * not used by it (Redis may have run it before the release). */
             uint64_t mark = rlock__waitq_mark(c, &q);
-            st = k->attempt(l, owner, lease, held, rid, resend, &a, sent + cmd_ms);
+            st = k->attempt(l, owner, lease, held, wait_ms, rid, resend, &a, sent + cmd_ms);
+            attempted = true;
             if (st == RLOCK_OK && a.what == RLOCK__TAKEN) {
                 /* The TTL was set by whichever copy ran: no earlier than
                  * the first send. */
-                rlock__hold_acquired(c, l->name, l->namelen, tid, lease_ms, first_sent, k);
+                rlock__hold_acquired(c, l->key, l->keylen, tid, lease_ms, first_sent, k, a.token);
                 resend = false;
                 if (a.count != held + 1) {
                     /* Redis counts other than we do: an acquire of ours ran
                      * beyond the latch's horizon. The next call compares
                      * the counts and gives the surplus back. */
-                    rlock__hold_set_suspect(c, l->name, l->namelen, tid, "", sent, lease);
+                    rlock__hold_set_suspect(c, l->key, l->keylen, tid, "", sent, lease);
                 }
                 break;
             }
@@ -133,12 +138,25 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
                 rlock__request_id(rid);
             }
             if (st == RLOCK_OK && a.what == RLOCK__GONE) {
-                rlock__hold_unwound_lost(c, l->name, l->namelen, tid, false);
+                rlock__hold_unwound_lost(c, l->key, l->keylen, tid, false);
                 st = rlock__fail(RLOCK_ELOST, "this thread's hold of the lock was lost");
                 break;
             }
             if (st == RLOCK_OK && a.what == RLOCK__SPENT) {
                 continue; /* an earlier copy took nothing: try again now */
+            }
+            if (st == RLOCK_OK && a.what == RLOCK__SELF) {
+                st = rlock__fail(RLOCK_EDEADLK, held > 0 ? "the lock is not reentrant and the "
+                                                           "calling thread holds it"
+                                                         : "only the calling thread's own hold "
+                                                           "stands in the way (a read lock "
+                                                           "cannot become a write lock)");
+                break;
+            }
+            if (st == RLOCK_OK && a.what == RLOCK__FOREIGN) {
+                st = rlock__fail(RLOCK_EKIND, "the name holds another kind of lock than %s",
+                                 k->name);
+                break;
             }
             if (st == RLOCK_OK) { /* RLOCK__HELD */
                 st = rlock__fail(RLOCK_EBUSY, "the lock is held by another owner");
@@ -180,6 +198,21 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
         if (deadline >= 0 && now >= deadline) {
             break; /* st is RLOCK_EBUSY, or the transport error */
         }
+        if (k->wait == RLOCK__WAIT_POLL) {
+            /* No messages: sleep and try again, the back-off growing while
+             * the lock stays held (spin lock, spec 6). */
+            int64_t until = now + io_sleep;
+            if (st == RLOCK_EBUSY) {
+                spin_last = rlock__spin_delay(c, spin_last, spin_tries++, &seed);
+                until = now + spin_last;
+            }
+            rlock_status ss = rlock__poll_sleep(c, cancel, rlock__min_deadline(until, deadline));
+            if (ss != RLOCK_OK) {
+                st = ss;
+                break;
+            }
+            continue;
+        }
         if (!q.ch) {
             bool behind = false;
             int64_t hint = -1;
@@ -205,13 +238,19 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
         }
     }
     rlock__waitq_leave(c, &q, st == RLOCK_OK, rlock__now_ms() + lease);
+    if (st != RLOCK_OK && attempted && k->give_up) {
+        /* The kind's queue in Redis (the fair lock's) lets the others
+         * behind go first. A give-up that fails leaves the place to be
+         * purged when its deadline passes, as Redisson's would be. */
+        k->give_up(l, owner, wait_ms, rlock__now_ms() + cmd_ms);
+    }
     if (resend) {
         /* The last request sent got no answer: settled (abandoned) by this
          * thread's next call for the name or at close. */
-        rlock__hold_set_suspect(c, l->name, l->namelen, tid, rid, first_sent, lease);
+        rlock__hold_set_suspect(c, l->key, l->keylen, tid, rid, first_sent, lease);
     }
     if (st != RLOCK_OK) {
-        rlock__hold_tidy(c, l->name, l->namelen, tid);
+        rlock__hold_tidy(c, l->key, l->keylen, tid);
     }
     if (st == RLOCK_EBUSY && holder_ttl_ms && saw_ttl) {
         *holder_ttl_ms = ttl;

@@ -18,12 +18,25 @@ rlock_status rlock__handle_init(rlock *l, rlock_client *c, const rlock__kind *ki
         memcpy(l->name, name, len);
         l->name[len] = '\0';
     }
-    l->channel = rlock__prefixed("redisson_lock__channel", name, len, "", &l->chanlen);
+    /* The registry's key: the name, or (a kind sharing the name and the
+     * thread with another, the write half) name NUL tag. */
+    size_t tag = kind->key_tag ? strlen(kind->key_tag) : 0;
+    l->keylen = tag ? len + 1 + tag : len;
+    l->key = malloc(l->keylen + 1);
+    if (l->key) {
+        memcpy(l->key, name, len);
+        if (tag) {
+            l->key[len] = '\0';
+            memcpy(l->key + len + 1, kind->key_tag, tag);
+        }
+        l->key[l->keylen] = '\0';
+    }
+    l->channel = rlock__prefixed(kind->chan_prefix, name, len, "", &l->chanlen);
     l->latch_prefix =
         rlock__prefixed("redisson_unlock_latch", name, len, ":", &l->latch_prefix_len);
     l->acq_latch_prefix =
         rlock__prefixed("rlock_acquire_latch", name, len, ":", &l->acq_latch_prefix_len);
-    if (!l->name || !l->channel || !l->latch_prefix || !l->acq_latch_prefix) {
+    if (!l->name || !l->key || !l->channel || !l->latch_prefix || !l->acq_latch_prefix) {
         rlock__handle_fini(l);
         return rlock__fail(RLOCK_ENOMEM, "out of memory for a handle");
     }
@@ -33,10 +46,11 @@ rlock_status rlock__handle_init(rlock *l, rlock_client *c, const rlock__kind *ki
 void rlock__handle_fini(rlock *l)
 {
     free(l->name);
+    free(l->key);
     free(l->channel);
     free(l->latch_prefix);
     free(l->acq_latch_prefix);
-    l->name = l->channel = l->latch_prefix = l->acq_latch_prefix = NULL;
+    l->name = l->key = l->channel = l->latch_prefix = l->acq_latch_prefix = NULL;
 }
 
 void rlock__owner(const rlock_client *c, uint64_t tid, char *buf)
@@ -46,6 +60,47 @@ void rlock__owner(const rlock_client *c, uint64_t tid, char *buf)
     memcpy(buf, c->id, n);
     buf[n] = ':';
     rlock__fmt_u64(buf + n + 1, tid);
+}
+
+void rlock__owner_field(const rlock *l, uint64_t tid, char *buf)
+{
+    rlock__owner(l->c, tid, buf);
+    if (l->kind->key_tag) {
+        size_t n = strlen(buf);
+        buf[n] = ':';
+        memcpy(buf + n + 1, l->kind->key_tag, strlen(l->kind->key_tag) + 1);
+    }
+}
+
+rlock_status rlock__handle_new(rlock_client *c, const char *name, const rlock__kind *kind,
+                               rlock **out)
+{
+    if (!c || !name || !out || name[0] == '\0') {
+        rlock__error_clear();
+        return rlock__fail(RLOCK_EINVAL, "NULL argument or empty name");
+    }
+    /* Measured only up to one byte past the maximum: a name is refused
+     * without reading all of a huge one. */
+    size_t len = strnlen(name, (size_t)RLOCK_NAME_MAX + 1);
+    if (len > RLOCK_NAME_MAX) {
+        rlock__error_clear();
+        return rlock__fail(RLOCK_EINVAL, "name longer than RLOCK_NAME_MAX (%d bytes)",
+                           RLOCK_NAME_MAX);
+    }
+    rlock_status st = rlock__enter(c);
+    if (st != RLOCK_OK) {
+        return st;
+    }
+    rlock *l = malloc(sizeof *l);
+    if (!l) {
+        st = rlock__fail(RLOCK_ENOMEM, "out of memory for a handle");
+    } else if ((st = rlock__handle_init(l, c, kind, name, len)) != RLOCK_OK) {
+        free(l);
+    } else {
+        *out = l;
+    }
+    rlock__leave(c);
+    return st;
 }
 
 char *rlock__latch_key(const char *prefix, size_t prefix_len, const char *rid, size_t *len)

@@ -46,10 +46,10 @@ static void apply(rlock *l, uint64_t tid, rlock__released r, const char *rid, in
     if (r == RLOCK__NOT_HELD) {
         /* Nothing of ours in Redis: the caller is told RLOCK_ELOST (when
          * it had a hold) and the levels left unwind with RLOCK_ELOST. */
-        rlock__hold_unwound_lost(l->c, l->name, l->namelen, tid, true);
+        rlock__hold_unwound_lost(l->c, l->key, l->keylen, tid, true);
         return;
     }
-    rlock__hold_released(l->c, l->name, l->namelen, tid, r == RLOCK__FREED, sent_ms);
+    rlock__hold_released(l->c, l->key, l->keylen, tid, r == RLOCK__FREED, sent_ms);
     if (rid) {
         queue_latch(l, rid);
     }
@@ -118,7 +118,7 @@ rlock_status rlock__release(rlock *l)
         return st;
     }
     rlock__hold_view v;
-    rlock__hold_view_of(c, l->name, l->namelen, tid, &v);
+    rlock__hold_view_of(c, l->key, l->keylen, tid, &v);
     char rid[33];
     bool resend = v.pending && trusted(c, v.pending_sent_ms);
     if (resend) {
@@ -147,14 +147,14 @@ rlock_status rlock__release(rlock *l)
         /* A renewal in flight could run after this unlock and cut the
          * explicit lease left to the watchdog's, with nothing renewing it
          * any more. Let it finish first (rare, one round trip). */
-        rlock__hold_wait_round(c, l->name, l->namelen, tid, deadline);
+        rlock__hold_wait_round(c, l->key, l->keylen, tid, deadline);
     }
     rlock__released r;
     bool once = false, left = false;
     int64_t sent = rlock__now_ms();
     if (v.count > 1) {
         /* A partial unlock sets the TTL of the levels left if it runs. */
-        rlock__hold_ttl_may(c, l->name, l->namelen, tid, resend ? v.pending_sent_ms : sent,
+        rlock__hold_ttl_may(c, l->key, l->keylen, tid, resend ? v.pending_sent_ms : sent,
                             v.lease_ms);
     }
     st = send_release(l, owner, rid, v.lease_ms, &r, &once, &left);
@@ -166,7 +166,7 @@ rlock_status rlock__release(rlock *l)
                      : rlock__fail(RLOCK_ENOTOWNER, "the calling thread does not hold the lock");
         }
     } else if (v.count > 0 && (left || resend)) {
-        rlock__hold_set_pending(c, l->name, l->namelen, tid, rid, resend ? v.pending_sent_ms : sent);
+        rlock__hold_set_pending(c, l->key, l->keylen, tid, rid, resend ? v.pending_sent_ms : sent);
     }
     return st;
 }
@@ -187,12 +187,12 @@ static rlock_status settle_acquire(rlock *l, uint64_t tid, const char *owner,
         }
         if (what == RLOCK__GAVE_BACK) {
             /* It reset the TTL of the levels we hold. */
-            rlock__hold_ttl_set(c, l->name, l->namelen, tid, sent, v->lease_ms);
+            rlock__hold_ttl_set(c, l->key, l->keylen, tid, sent, v->lease_ms);
         }
         if (what == RLOCK__TOOK_LOST && v->count > 0) {
-            rlock__hold_mark_lost(c, l->name, l->namelen, tid);
+            rlock__hold_mark_lost(c, l->key, l->keylen, tid);
         }
-        rlock__hold_set_suspect(c, l->name, l->namelen, tid, NULL, 0, 0);
+        rlock__hold_set_suspect(c, l->key, l->keylen, tid, NULL, 0, 0);
         return RLOCK_OK;
     }
     int64_t in_redis;
@@ -209,10 +209,10 @@ static rlock_status settle_acquire(rlock *l, uint64_t tid, const char *owner,
         if ((st = l->kind->release(l, owner, rid, v->lease_ms, &r, deadline_ms)) != RLOCK_OK) {
             return st; /* stays suspect */
         }
-        rlock__hold_ttl_set(c, l->name, l->namelen, tid, sent, v->lease_ms);
+        rlock__hold_ttl_set(c, l->key, l->keylen, tid, sent, v->lease_ms);
         queue_latch(l, rid);
     }
-    rlock__hold_set_suspect(c, l->name, l->namelen, tid, NULL, 0, 0);
+    rlock__hold_set_suspect(c, l->key, l->keylen, tid, NULL, 0, 0);
     return RLOCK_OK;
 }
 
@@ -220,7 +220,7 @@ rlock_status rlock__settle(rlock *l, uint64_t tid, bool pending_too, int64_t dea
 {
     rlock_client *c = l->c;
     rlock__hold_view v;
-    rlock__hold_view_of(c, l->name, l->namelen, tid, &v);
+    rlock__hold_view_of(c, l->key, l->keylen, tid, &v);
     if (!v.suspect && !(pending_too && v.pending)) {
         return RLOCK_OK; /* the common case: one lookup */
     }
@@ -257,7 +257,7 @@ rlock_status rlock__settle(rlock *l, uint64_t tid, bool pending_too, int64_t dea
         if (st != RLOCK_OK) {
             return st;
         }
-        rlock__hold_view_of(c, l->name, l->namelen, tid, &v);
+        rlock__hold_view_of(c, l->key, l->keylen, tid, &v);
     }
     if (v.suspect) {
         return settle_acquire(l, tid, owner, &v, deadline_ms);
@@ -319,7 +319,7 @@ static bool settle_once(rlock_client *c, int64_t deadline_ms, bool orphans_only)
             rlock__handle_init(&l, c, d.v[i].kind, d.v[i].name, d.v[i].len) == RLOCK_OK) {
             rlock__settle(&l, d.v[i].tid, true, deadline_ms);
             rlock__hold_view v;
-            rlock__hold_view_of(c, l.name, l.namelen, d.v[i].tid, &v);
+            rlock__hold_view_of(c, l.key, l.keylen, d.v[i].tid, &v);
             settled = settled && !v.suspect && !v.pending;
             rlock__handle_fini(&l);
         } else {

@@ -97,13 +97,32 @@ typedef enum rlock__taken {
     RLOCK__GONE,     /* a re-entry found this thread's hold gone: nothing changed */
     RLOCK__SPENT,    /* the request was settled already (a copy of a resent or
                         abandoned one): nothing changed, attempt again with a new id */
+    RLOCK__SELF,     /* only the calling thread stands in the way (a read hold
+                        asking for the write lock, a non-reentrant lock asked
+                        again): waiting would wait on itself; nothing changed */
+    RLOCK__FOREIGN,  /* the name holds another kind of lock (or a key of
+                        another type): nothing changed */
 } rlock__taken;
 
 typedef struct rlock__attempt {
     rlock__taken what;
     int64_t count;
-    int64_t ttl;
+    int64_t ttl;   /* RLOCK__HELD: how long to sleep at most before the next
+                      attempt (the holder's PTTL; -1 none: a wake-up ends it) */
+    int64_t token; /* RLOCK__TAKEN by a fenced kind: the acquisition's token,
+                      else -1 */
 } rlock__attempt;
+
+/* How a waiter of a kind learns that it should try again. */
+typedef enum rlock__wait_policy {
+    RLOCK__WAIT_SHARED, /* one channel per name (l->channel), its local waiters
+                           queued in arrival order (no barging) */
+    RLOCK__WAIT_OWN,    /* a channel per waiter, l->channel + ":" + owner (the
+                           fair lock: Redis keeps the queue, the release
+                           wakes only its head) */
+    RLOCK__WAIT_POLL,   /* no messages: sleep and try again, the delay growing
+                           from spin_min_delay_ms to spin_max_delay_ms */
+} rlock__wait_policy;
 
 /* What an abandoned attempt had done (lua/abandon.lua's reply). */
 typedef enum rlock__abandoned {
@@ -122,13 +141,26 @@ typedef enum rlock__released {
 
 typedef struct rlock__kind {
     const char *name;
+    /* The channel its releases publish on: prefix("chan_prefix", name). */
+    const char *chan_prefix;
+    /* NULL, or the tag of a second kind sharing the name and the thread
+     * (the write half of a read/write lock: its field is owner ":" tag):
+     * the registry keeps its holds apart, under name "\0" tag. */
+    const char *key_tag;
+    rlock__wait_policy wait;
     /* One attempt for owner "<uuid>:<tid>" with request id rid; held is
-     * the count this thread believes it has (0: a first acquisition).
+     * the count this thread believes it has (0: a first acquisition);
+     * wait_ms the caller's wait (-1 forever, 0 none).
      * resend: the same rid went out before without an answer. Redis
      * remembers what a request with this rid did (its acquire latch), so
      * sending it again is always safe: it never takes a second hold. */
     rlock_status (*attempt)(struct rlock *l, const char *owner, int64_t lease_ms, int64_t held,
-                            const char *rid, bool resend, rlock__attempt *out,
+                            int64_t wait_ms, const char *rid, bool resend, rlock__attempt *out,
+                            int64_t deadline_ms);
+    /* NULL, or the step a waiter takes when it stops waiting without the
+     * lock after an attempt (the fair lock leaves Redis's queue). Safe to
+     * run again; wait_ms as given to attempt. */
+    rlock_status (*give_up)(struct rlock *l, const char *owner, int64_t wait_ms,
                             int64_t deadline_ms);
     /* Settles the attempt rid, sent with the count held, that never got
      * an answer: afterwards no copy of it can take a hold, and a hold it
@@ -147,11 +179,16 @@ typedef struct rlock__kind {
     /* Whether anyone holds it: -2 free, -1 held with no expiry, else the
      * holder's lease left in ms. A read, safe to send again. */
     rlock_status (*holder_ttl)(struct rlock *l, int64_t *ttl, int64_t deadline_ms);
+    /* NULL (EXISTS name), or whether the lock counts as locked for this
+     * kind (the write half: only a writer holds it). */
+    rlock_status (*is_locked)(struct rlock *l, bool *locked, int64_t deadline_ms);
     /* Renewal: KEYS = names, ARGV[1] = lease, ARGV[1 + i] = owner of
      * KEYS[i]; the reply is an array of 0 (gone) or the key's TTL after the
      * renewal (-1: none). It extends a TTL to the lease, never shortens one
      * (a late renewal must not cut a lease told since). */
     const rlock__script *renew;
+    /* What a message on its channel means for local waiters ("1" always
+     * wakes them all). */
     rlock__wake wake;
 } rlock__kind;
 
@@ -161,7 +198,9 @@ struct rlock {
     const rlock__kind *kind;
     char *name;
     size_t namelen;
-    char *channel; /* redisson_lock__channel:{name} */
+    char *key; /* the registry's key: name, or name "\0" kind->key_tag */
+    size_t keylen;
+    char *channel; /* prefix(kind->chan_prefix, name) */
     size_t chanlen;
     char *latch_prefix; /* redisson_unlock_latch:{name}: */
     size_t latch_prefix_len;
@@ -173,13 +212,19 @@ struct rlock {
 rlock_status rlock__handle_init(struct rlock *l, rlock_client *c, const rlock__kind *kind,
                                 const char *name, size_t len);
 void rlock__handle_fini(struct rlock *l);
+/* A new handle of kind for the public constructors (argument checks, the
+ * call guard): rlock_new(), rlock_new_fair(), ... */
+rlock_status rlock__handle_new(rlock_client *c, const char *name, const rlock__kind *kind,
+                               struct rlock **out);
 
-#define RLOCK__OWNER_MAX 64
+#define RLOCK__OWNER_MAX 80
 /* A latch key: prefix + the 32 hex digits of a request id, malloc'd (a
  * name may be long: never on the stack). NULL on ENOMEM. */
 char *rlock__latch_key(const char *prefix, size_t prefix_len, const char *rid, size_t *len);
 /* "<client uuid>:<tid>" into buf (RLOCK__OWNER_MAX bytes). */
 void rlock__owner(const rlock_client *c, uint64_t tid, char *buf);
+/* The hash field of thread tid's holds of l: the owner, or owner ":" tag. */
+void rlock__owner_field(const struct rlock *l, uint64_t tid, char *buf);
 
 /* No answer for a renewal (its entry in a rlock__parse_renewal() result). */
 #define RLOCK__RENEW_UNANSWERED INT64_MIN
@@ -220,6 +265,12 @@ void rlock__waitq_saw_held(rlock_client *c, rlock__waitq *q, uint64_t mark, int6
 rlock_status rlock__waitq_sleep(rlock_client *c, rlock__waitq *q, int64_t deadline_ms);
 /* Leaves the queue (no-op when not joined): see rlock__chan_leave(). */
 void rlock__waitq_leave(rlock_client *c, rlock__waitq *q, bool acquired, int64_t lease_end_ms);
+/* The next sleep of a polling waiter (RLOCK__WAIT_POLL) after tries failed
+ * attempts, the last sleep having been last ms; seed: the caller's. */
+int64_t rlock__spin_delay(const rlock_client *c, int64_t last, int64_t tries, unsigned *seed);
+/* Sleeps until deadline_ms without a channel: RLOCK_OK, or RLOCK_ECANCELED
+ * / RLOCK_ECLOSED as soon as the token fires or the client closes. */
+rlock_status rlock__poll_sleep(rlock_client *c, rlock_cancel *cancel, int64_t deadline_ms);
 /* Waits until nobody holds l, without taking it: RLOCK_OK when seen free,
  * RLOCK_EBUSY when still held after wait_ms (< 0 forever, 0 one probe),
  * RLOCK_EDEADLK when the calling thread holds it, RLOCK_ECANCELED, and

@@ -10,17 +10,74 @@
  * attempt is in flight is not taken as used by it (the mark), and one a
  * waiter leaves with unused is passed on, so a waiter that only watches
  * for a free lock never swallows the wake-up an acquirer behind it needs. */
+#include <stdlib.h>
+#include <string.h>
+
 #include "internal.h"
 
 #define IO_BACKOFF_MIN_MS 25
 #define IO_BACKOFF_MAX_MS 1000
+/* A polling waiter (RLOCK__WAIT_POLL) checks its token and the client's
+ * close at least this often while it sleeps. */
+#define POLL_SLICE_MS 10
+
+/* The spin lock's back-off (Redisson's exponential one, spec 6): the first
+ * delay is the minimum; then twice the last plus a random 0..tries-1 ms,
+ * at most the maximum. */
+int64_t rlock__spin_delay(const rlock_client *c, int64_t last, int64_t tries, unsigned *seed)
+{
+    if (tries == 0) {
+        return c->cfg.spin_min_delay_ms;
+    }
+    int64_t d = last * 2 + (int64_t)(rand_r(seed) % (unsigned)tries);
+    return d < c->cfg.spin_max_delay_ms ? d : c->cfg.spin_max_delay_ms;
+}
+
+/* Sleeps until deadline_ms for a waiter without messages; RLOCK_OK, or
+ * RLOCK_ECANCELED / RLOCK_ECLOSED as soon as the token fires or the
+ * client closes. */
+rlock_status rlock__poll_sleep(rlock_client *c, rlock_cancel *cancel, int64_t deadline_ms)
+{
+    for (;;) {
+        if (rlock__cancelled(cancel)) {
+            return rlock__fail(RLOCK_ECANCELED, "the wait was cancelled");
+        }
+        if (rlock__closing(c)) {
+            return rlock__fail(RLOCK_ECLOSED, "the client is closing");
+        }
+        int64_t left = deadline_ms - rlock__now_ms();
+        if (left <= 0) {
+            return RLOCK_OK;
+        }
+        rlock__sleep_ms(left < POLL_SLICE_MS ? left : POLL_SLICE_MS);
+    }
+}
+
 
 rlock_status rlock__waitq_join(rlock *l, rlock__waitq *q, rlock_cancel *cancel,
                                int64_t deadline_ms, bool *behind, int64_t *hint_ms)
 {
     rlock_client *c = l->c;
-    rlock_status st = rlock__chan_join(c, l->channel, l->chanlen, l->kind->wake, &q->ch, &q->w,
-                                       behind, hint_ms);
+    rlock_status st;
+    if (l->kind->wait == RLOCK__WAIT_OWN) {
+        /* The waiter's own channel: <channel>:<owner>, which the kind's
+         * release publishes to when this waiter heads Redis's queue. */
+        char *chan = malloc(l->chanlen + 1 + RLOCK__OWNER_MAX);
+        if (!chan) {
+            q->ch = NULL;
+            q->w = NULL;
+            return rlock__fail(RLOCK_ENOMEM, "out of memory for a channel name");
+        }
+        memcpy(chan, l->channel, l->chanlen);
+        chan[l->chanlen] = ':';
+        rlock__owner_field(l, rlock_thread_id(), chan + l->chanlen + 1);
+        st = rlock__chan_join(c, chan, strlen(chan), l->kind->wake, &q->ch, &q->w, behind,
+                              hint_ms);
+        free(chan);
+    } else {
+        st = rlock__chan_join(c, l->channel, l->chanlen, l->kind->wake, &q->ch, &q->w, behind,
+                              hint_ms);
+    }
     if (st != RLOCK_OK) {
         q->ch = NULL;
         q->w = NULL;
@@ -84,7 +141,7 @@ void rlock__waitq_leave(rlock_client *c, rlock__waitq *q, bool acquired, int64_t
 static rlock_status held_by_me(rlock *l, uint64_t tid, bool *mine, int64_t deadline_ms)
 {
     rlock__hold_view v;
-    rlock__hold_view_of(l->c, l->name, l->namelen, tid, &v);
+    rlock__hold_view_of(l->c, l->key, l->keylen, tid, &v);
     *mine = false;
     if (v.count == 0 || v.lost) {
         return RLOCK_OK;
@@ -112,7 +169,7 @@ rlock_status rlock__wait_unlocked(rlock *l, int64_t wait_ms, rlock_cancel *cance
     uint64_t tid = rlock_thread_id();
     rlock_status st = rlock__settle(l, tid, true, rlock__now_ms() + cmd_ms);
     if (st != RLOCK_OK) {
-        rlock__hold_tidy(c, l->name, l->namelen, tid);
+        rlock__hold_tidy(c, l->key, l->keylen, tid);
         return st;
     }
     rlock__waitq q = {NULL, NULL, NULL};
@@ -167,6 +224,21 @@ rlock_status rlock__wait_unlocked(rlock *l, int64_t wait_ms, rlock_cancel *cance
         int64_t now = rlock__now_ms();
         if (deadline >= 0 && now >= deadline) {
             break; /* RLOCK_EBUSY, or the transport error */
+        }
+        if (l->kind->wait != RLOCK__WAIT_SHARED) {
+            /* No channel tells a watcher of this kind (the fair lock wakes
+             * only its queue's head, the spin lock publishes nothing):
+             * probe again after the longest spin delay. */
+            int64_t until = now + (st == RLOCK_EBUSY ? c->cfg.spin_max_delay_ms : io_sleep);
+            if (st == RLOCK_EBUSY && lease_end >= 0 && lease_end < until) {
+                until = lease_end;
+            }
+            rlock_status ss = rlock__poll_sleep(c, cancel, rlock__min_deadline(until, deadline));
+            if (ss != RLOCK_OK) {
+                st = ss;
+                break;
+            }
+            continue;
         }
         if (!q.ch) {
             bool behind = false;

@@ -101,8 +101,8 @@ void rlock__parse_renewal(const redisReply *r, size_t k, int64_t *res)
 /* ---- a renewal round ------------------------------------------------- */
 
 typedef struct renewal {
-    char *name;
-    size_t namelen;
+    char *name; /* the registry's key: the lock name, NUL, maybe a tag */
+    size_t namelen, keylen;
     uint64_t tid;
     uint64_t epoch;
     unsigned group;
@@ -135,11 +135,12 @@ static void collect(rlock__map_node *node, void *arg)
             s->cap = cap;
         }
         renewal *r = &s->v[s->n];
-        if (!(r->name = malloc(h->namelen + 1))) {
+        if (!(r->name = malloc(h->keylen + 1))) {
             return;
         }
-        memcpy(r->name, h->name, h->namelen + 1);
+        memcpy(r->name, h->name, h->keylen + 1);
         r->namelen = h->namelen;
+        r->keylen = h->keylen;
         r->tid = x->tid;
         r->epoch = x->epoch;
         r->group = s->c->topo->group_of(h->name, h->namelen);
@@ -255,7 +256,7 @@ static void end_round(rlock_client *c, renewal *v, const int64_t *res, size_t n,
 {
     pthread_mutex_lock(&c->hold_mu);
     for (size_t i = 0; i < n; i++) {
-        rlock__hold *h = (rlock__hold *)rlock__map_get(&c->holds, v[i].name, v[i].namelen);
+        rlock__hold *h = (rlock__hold *)rlock__map_get(&c->holds, v[i].name, v[i].keylen);
         rlock__holder *x = h ? h->holders : NULL;
         while (x && x->tid != v[i].tid) {
             x = x->next;
@@ -282,7 +283,7 @@ static void end_round(rlock_client *c, renewal *v, const int64_t *res, size_t n,
              * hold is reported; any hold says RLOCK_ELOST at its unlock. */
             x->lost = true;
             if (x->wd_depth > 0) {
-                rlock__report_lost(c, h->name, h->namelen, x->tid);
+                rlock__report_lost(c, h->name, h->keylen, x->tid);
             }
             x->wd_depth = 0;
         }
@@ -361,7 +362,7 @@ static void overdue_one(rlock__map_node *node, void *arg)
         if (o->now >= tell_at) {
             x->lost = true;
             x->wd_depth = 0;
-            rlock__report_lost(o->c, h->name, h->namelen, x->tid);
+            rlock__report_lost(o->c, h->name, h->keylen, x->tid);
         } else {
             o->next = rlock__min_deadline(o->next, tell_at);
         }
