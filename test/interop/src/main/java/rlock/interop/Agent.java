@@ -5,10 +5,13 @@ import java.io.FileDescriptor;
 import java.io.FileOutputStream;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Method;
 import java.nio.charset.StandardCharsets;
 import java.time.Instant;
 import java.time.temporal.ChronoUnit;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.LinkedBlockingQueue;
@@ -18,6 +21,7 @@ import java.util.concurrent.TimeUnit;
 import org.redisson.Redisson;
 import org.redisson.api.RAtomicLong;
 import org.redisson.api.RBucket;
+import org.redisson.api.RFencedLock;
 import org.redisson.api.RList;
 import org.redisson.api.RLock;
 import org.redisson.api.RedissonClient;
@@ -40,20 +44,44 @@ import org.redisson.config.Config;
  * Times are microseconds since the epoch (CLOCK_REALTIME on Linux), so the
  * C driver can subtract its own clock_gettime(CLOCK_REALTIME) readings.
  *
+ * NAME is a lock name, or KIND:NAME for another kind of Redisson lock on
+ * NAME: KIND is lock (getLock, the same as a bare name), fair
+ * (getFairLock), read and write (getReadWriteLock(NAME).readLock() /
+ * .writeLock()), fenced (getFencedLock), spin (getSpinLock),
+ * nonreentrant and fairnonreentrant (getNonReentrantLock /
+ * getNonReentrantFairLock, Redisson 4.4+, looked up by reflection so the
+ * agent builds against every version; an older Redisson answers
+ * "err Unsupported ..."). A bare name whose first word is not a KIND is a
+ * plain lock, as before.
+ *
  * Commands (LEASE_MS < 0: no lease, the watchdog renews the hold):
  *   whoami                    -> ok CLIENT_ID:THREAD_ID
  *   lock NAME LEASE_MS        -> ok T_CALLED T_RETURNED
  *   trylock NAME WAIT_MS LEASE_MS -> ok true|false T_CALLED T_RETURNED
+ *                                (WAIT_MS < 0: tryLock() without arguments)
  *   unlock NAME               -> ok T_CALLED T_RETURNED
  *   force NAME                -> ok true|false T_CALLED T_RETURNED
  *   count NAME                -> ok getHoldCount()
  *   ttl NAME                  -> ok remainTimeToLive()
  *   held NAME                 -> ok isHeldByCurrentThread()
  *   locked NAME               -> ok isLocked()
- *   mutex NAME ITERS LEASE_MS KEY -> ok ITERS VIOLATIONS LONGEST_WAIT_US
- *       ITERS critical sections under NAME: INCR KEY:inside must give 1,
- *       GET KEY:counter, sleep 1 ms, SET KEY:counter +1, RPUSH KEY:log J,
- *       DECR KEY:inside must give 0; then 1-8 ms outside the lock.
+ *   locktoken NAME LEASE_MS   -> ok TOKEN T_CALLED T_RETURNED   (fenced:
+ *                                lockAndGetToken(), with a lease
+ *                                lockAndGetToken(LEASE_MS, ms))
+ *   trytoken NAME WAIT_MS LEASE_MS -> ok TOKEN|null T_CALLED T_RETURNED
+ *                                (tryLockAndGetToken(); WAIT_MS < 0: no
+ *                                arguments, LEASE_MS < 0: no lease)
+ *   gettoken NAME             -> ok getToken() (a number or null)
+ *   mutex NAME ITERS LEASE_MS KEY -> ok ITERS VIOLATIONS LONGEST_WAIT_US MAX_READERS
+ *       ITERS critical sections under NAME: INCR KEY:inside must give 1 and
+ *       GET KEY:readers 0, GET KEY:counter, sleep 1 ms, SET KEY:counter +1,
+ *       RPUSH KEY:log J, DECR KEY:inside must give 0; then 1-8 ms outside
+ *       the lock. A fenced lock takes its token (lockAndGetToken, or
+ *       tryLockAndGetToken with a lease) and, inside, requires it to be
+ *       above KEY:lasttoken and SETs it there. A read lock is shared
+ *       instead: INCR KEY:readers (MAX_READERS is the highest it gave),
+ *       GET KEY:inside must give 0, sleep 2 ms, INCR KEY:reads, DECR
+ *       KEY:readers.
  *   guide                     -> ok N  (runs the porting guide's snippets;
  *                                err ClassNotFoundException in an agent-only build)
  */
@@ -61,11 +89,85 @@ public final class Agent {
     private static final PrintStream OUT =
             new PrintStream(new FileOutputStream(FileDescriptor.out), true, StandardCharsets.UTF_8);
     private static final Map<String, Worker> WORKERS = new ConcurrentHashMap<>();
-    // One RLock object per name, shared by all workers, as an application
-    // keeps one: the object remembers the last explicit lease, which
-    // Redisson's partial unlock applies.
+    // One RLock object per (kind, name), shared by all workers, as an
+    // application keeps one: the object remembers the last explicit lease,
+    // which Redisson's partial unlock applies.
     private static final Map<String, RLock> LOCKS = new ConcurrentHashMap<>();
     private static RedissonClient redisson;
+
+    /** What this Redisson version does not have (reply "err Unsupported ..."). */
+    static final class Unsupported extends RuntimeException {
+        Unsupported(String what) {
+            super(what);
+        }
+    }
+
+    private static final Set<String> KINDS =
+            Set.of("lock", "fair", "read", "write", "fenced", "spin", "nonreentrant", "fairnonreentrant");
+
+    /** The kind of a KIND:NAME argument ("lock" for a bare name). */
+    static String kindOf(String qname) {
+        int i = qname.indexOf(':');
+        return i > 0 && KINDS.contains(qname.substring(0, i)) ? qname.substring(0, i) : "lock";
+    }
+
+    /** The Redis name of a KIND:NAME argument (a bare name is itself). */
+    static String nameOf(String qname) {
+        int i = qname.indexOf(':');
+        return i > 0 && KINDS.contains(qname.substring(0, i)) ? qname.substring(i + 1) : qname;
+    }
+
+    /** A RedissonClient method some versions lack (the 4.4+ non-reentrant locks). */
+    private static RLock byReflection(String method, String name) {
+        Method m;
+        try {
+            m = RedissonClient.class.getMethod(method, String.class);
+        } catch (NoSuchMethodException e) {
+            throw new Unsupported("Redisson " + VERSION + " has no " + method);
+        }
+        try {
+            return (RLock) m.invoke(redisson, name);
+        } catch (IllegalAccessException e) {
+            throw new IllegalStateException(e);
+        } catch (InvocationTargetException e) {
+            throw new IllegalStateException(e.getCause());
+        }
+    }
+
+    private static RLock newLock(String qname) {
+        String name = nameOf(qname);
+        switch (kindOf(qname)) {
+        case "fair":
+            return redisson.getFairLock(name);
+        case "read":
+            return redisson.getReadWriteLock(name).readLock();
+        case "write":
+            return redisson.getReadWriteLock(name).writeLock();
+        case "fenced":
+            return redisson.getFencedLock(name);
+        case "spin":
+            return redisson.getSpinLock(name);
+        case "nonreentrant":
+            return byReflection("getNonReentrantLock", name);
+        case "fairnonreentrant":
+            return byReflection("getNonReentrantFairLock", name);
+        default:
+            return redisson.getLock(name);
+        }
+    }
+
+    static RLock lockOf(String qname) {
+        return LOCKS.computeIfAbsent(qname, Agent::newLock);
+    }
+
+    private static RFencedLock fenced(RLock lock, String qname) {
+        if (!(lock instanceof RFencedLock)) {
+            throw new IllegalArgumentException(qname + " is not a fenced lock (fenced:NAME)");
+        }
+        return (RFencedLock) lock;
+    }
+
+    private static String VERSION = "?";
 
     private Agent() {
     }
@@ -114,7 +216,7 @@ public final class Agent {
 
     private static String execute(String[] r) throws Exception {
         String cmd = r[2];
-        RLock lock = r.length > 3 ? LOCKS.computeIfAbsent(r[3], redisson::getLock) : null;
+        RLock lock = r.length > 3 && !cmd.equals("whoami") && !cmd.equals("guide") ? lockOf(r[3]) : null;
         long t0 = nowUs();
         switch (cmd) {
         case "whoami":
@@ -131,8 +233,9 @@ public final class Agent {
         case "trylock": {
             long wait = Long.parseLong(r[4]);
             long lease = Long.parseLong(r[5]);
-            boolean got = lease < 0 ? lock.tryLock(wait, TimeUnit.MILLISECONDS)
-                                    : lock.tryLock(wait, lease, TimeUnit.MILLISECONDS);
+            boolean got = wait < 0 ? lock.tryLock()
+                    : lease < 0 ? lock.tryLock(wait, TimeUnit.MILLISECONDS)
+                                : lock.tryLock(wait, lease, TimeUnit.MILLISECONDS);
             return got + " " + t0 + " " + nowUs();
         }
         case "unlock":
@@ -150,8 +253,25 @@ public final class Agent {
             return Boolean.toString(lock.isHeldByCurrentThread());
         case "locked":
             return Boolean.toString(lock.isLocked());
+        case "locktoken": {
+            RFencedLock f = fenced(lock, r[3]);
+            long lease = Long.parseLong(r[4]);
+            Long token = lease < 0 ? f.lockAndGetToken() : f.lockAndGetToken(lease, TimeUnit.MILLISECONDS);
+            return token + " " + t0 + " " + nowUs();
+        }
+        case "trytoken": {
+            RFencedLock f = fenced(lock, r[3]);
+            long wait = Long.parseLong(r[4]);
+            long lease = Long.parseLong(r[5]);
+            Long token = wait < 0 ? f.tryLockAndGetToken()
+                    : lease < 0 ? f.tryLockAndGetToken(wait, TimeUnit.MILLISECONDS)
+                                : f.tryLockAndGetToken(wait, lease, TimeUnit.MILLISECONDS);
+            return token + " " + t0 + " " + nowUs();
+        }
+        case "gettoken":
+            return String.valueOf(fenced(lock, r[3]).getToken());
         case "mutex":
-            return mutex(lock, Integer.parseInt(r[4]), Long.parseLong(r[5]), r[6]);
+            return mutex(lock, kindOf(r[3]), Integer.parseInt(r[4]), Long.parseLong(r[5]), r[6]);
         case "guide": {
             // By name: agent-only builds (older Redisson) leave it out.
             Class<?> guide = Class.forName("rlock.interop.PortingGuide");
@@ -163,31 +283,66 @@ public final class Agent {
         }
     }
 
-    private static String mutex(RLock lock, int iters, long lease, String key) throws Exception {
+    private static String mutex(RLock lock, String kind, int iters, long lease, String key)
+            throws Exception {
         RAtomicLong inside = redisson.getAtomicLong(key + ":inside");
+        RAtomicLong readers = redisson.getAtomicLong(key + ":readers");
+        RAtomicLong reads = redisson.getAtomicLong(key + ":reads");
         RBucket<String> counter = redisson.getBucket(key + ":counter", StringCodec.INSTANCE);
+        RBucket<String> lastToken = redisson.getBucket(key + ":lasttoken", StringCodec.INSTANCE);
         RList<String> log = redisson.getList(key + ":log", StringCodec.INSTANCE);
+        boolean shared = kind.equals("read");
+        RFencedLock fencedLock = kind.equals("fenced") ? fenced(lock, kind) : null;
         int violations = 0;
         long maxWait = 0;
+        long maxReaders = 0;
         for (int i = 0; i < iters; i++) {
             long t0 = nowUs();
-            if (lease < 0) {
+            long token = 0;
+            if (fencedLock != null) {
+                Long t = lease < 0 ? fencedLock.lockAndGetToken()
+                        : fencedLock.tryLockAndGetToken(60000, lease, TimeUnit.MILLISECONDS);
+                if (t == null) {
+                    throw new IllegalStateException("tryLockAndGetToken: no token within 60 s");
+                }
+                token = t;
+            } else if (lease < 0) {
                 lock.lock();
             } else {
                 lock.lock(lease, TimeUnit.MILLISECONDS);
             }
             maxWait = Math.max(maxWait, nowUs() - t0);
             try {
-                if (inside.incrementAndGet() != 1) {
-                    violations++;
-                }
-                String v = counter.get();
-                long n = v == null ? 0 : Long.parseLong(v);
-                Thread.sleep(1);
-                counter.set(Long.toString(n + 1));
-                log.add("J");
-                if (inside.decrementAndGet() != 0) {
-                    violations++;
+                if (shared) {
+                    maxReaders = Math.max(maxReaders, readers.incrementAndGet());
+                    if (inside.get() != 0) {
+                        violations++;
+                    }
+                    Thread.sleep(2);
+                    reads.incrementAndGet();
+                    readers.decrementAndGet();
+                } else {
+                    if (inside.incrementAndGet() != 1) {
+                        violations++;
+                    }
+                    if (readers.get() != 0) {
+                        violations++;
+                    }
+                    if (fencedLock != null) {
+                        String last = lastToken.get();
+                        if (last != null && Long.parseLong(last) >= token) {
+                            violations++;
+                        }
+                        lastToken.set(Long.toString(token));
+                    }
+                    String v = counter.get();
+                    long n = v == null ? 0 : Long.parseLong(v);
+                    Thread.sleep(1);
+                    counter.set(Long.toString(n + 1));
+                    log.add("J");
+                    if (inside.decrementAndGet() != 0) {
+                        violations++;
+                    }
                 }
             } finally {
                 lock.unlock();
@@ -195,7 +350,7 @@ public final class Agent {
             // 1-8 ms of work outside the lock: others (both languages) get turns
             Thread.sleep(1 + ThreadLocalRandom.current().nextInt(8));
         }
-        return iters + " " + violations + " " + maxWait;
+        return iters + " " + violations + " " + maxWait + " " + maxReaders;
     }
 
     public static void main(String[] args) throws Exception {
@@ -209,6 +364,7 @@ public final class Agent {
         Config config = new Config();
         config.setLockWatchdogTimeout(Long.parseLong(args[1]));
         config.useSingleServer().setAddress(args[0]);
+        VERSION = args[2];
         redisson = Redisson.create(config);
         reply("0", "ok ready " + args[2] + " " + redisson.getId());
 
