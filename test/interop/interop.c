@@ -6,7 +6,8 @@
  *   interop URL CLASSPATH REDISSON_VERSION [TEST...]
  *
  * This file: the shared helpers, the test table and main. The tests are in
- * locks.c (single locks) and wire.c (both sides over time, on the wire);
+ * locks.c (single locks), wire.c (both sides over time, on the wire) and
+ * kinds.c (the fair, read/write, fenced, spin and non-reentrant locks);
  * driver.c has the agent, the MONITOR tap and the C worker threads.
  *
  * Every test checks what each side reports and what Redis holds (hash
@@ -95,6 +96,22 @@ static const struct {
     {"wire_renewal_batch", t_wire_renewal_batch},
     {"mutex_mixed", t_mutex_mixed},
     {"porting_guide", t_porting_guide},
+    {"fair_fifo", t_fair_fifo},
+    {"fair_force", t_fair_force},
+    {"rw_share", t_rw_share},
+    {"rw_wake", t_rw_wake},
+    {"rw_force", t_rw_force},
+    /* last of the read/write tests: on 3.44-3.52 it leaves Redisson's
+     * read renewal failing until its reader is gone */
+    {"rw_renewal", t_rw_renewal},
+    {"fenced_tokens", t_fenced_tokens},
+    {"spin", t_spin},
+    {"nonreentrant", t_nonreentrant},
+    {"mutex_fair", t_mutex_fair},
+    {"mutex_rw", t_mutex_rw},
+    {"mutex_fenced", t_mutex_fenced},
+    {"mutex_spin", t_mutex_spin},
+    {"mutex_nonreentrant", t_mutex_nonreentrant},
 };
 
 static bool selected(int argc, char **argv, const char *name)
@@ -156,21 +173,23 @@ int main(int argc, char **argv)
     printf("interop: Redisson %s (client %s, lockWatchdogTimeout %lld ms) vs rlock "
            "(client %s, watchdog_timeout_ms %lld)\n",
            VERSION, J.id, (long long)JWD, rlock_client_id(C), (long long)CWD);
-    int passed = 0, failed = 0;
+    int passed = 0, failed = 0, skipped = 0;
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
         if (!selected(argc, argv, tests[i].name)) {
             continue;
         }
         int64_t t0 = now_us();
         int rc = tests[i].fn();
-        printf("%s %s [Redisson %s] (%.0f ms)\n", rc == 0 ? "PASS" : "FAIL", tests[i].name, VERSION,
+        printf("%s %s [Redisson %s] (%.0f ms)\n",
+               rc == 0 ? "PASS" : rc == T_SKIP ? "SKIP" : "FAIL", tests[i].name, VERSION,
                (double)(now_us() - t0) / 1000.0);
-        rc == 0 ? passed++ : failed++;
+        rc == 0 ? passed++ : rc == T_SKIP ? skipped++ : failed++;
     }
     measure_report(VERSION);
     agent_stop(&J);
     rlock_client_free(C);
     redisFree(R);
-    printf("interop [Redisson %s]: %d passed, %d failed\n", VERSION, passed, failed);
+    printf("interop [Redisson %s]: %d passed, %d failed, %d skipped\n", VERSION, passed, failed,
+           skipped);
     return failed ? 1 : 0;
 }
