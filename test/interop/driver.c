@@ -666,7 +666,7 @@ long sub_mark(struct sub *s)
     int want = __atomic_add_fetch(&mark, 1, __ATOMIC_SEQ_CST);
     for (int i = 0; i < 500; i++) {
         if (i % 50 == 0) { /* again now and then: the first may precede the PSUBSCRIBE */
-            freeReplyObject(redisCommand(R, "PUBLISH %s:%p %d", SUB_MARK_CHANNEL, (void *)s, want));
+            freeReplyObject(redisCommand(R, "PUBLISH %s:x %d", SUB_MARK_CHANNEL, want));
         }
         pthread_mutex_lock(&s->mu);
         long n = s->marks >= want ? (long)s->n : -1;

@@ -272,7 +272,22 @@ int t_fair_fifo(void)
     return 0;
 }
 
-/* Force unlock either way: the queue's head (on the other side) is woken
+/* Exactly one message since mark: "0" on channel ch. */
+static int one_message(struct sub *sub, long mark, const char *ch, const char *payload)
+{
+    CHECK(mark >= 0 && sub_mark(sub) >= 0, "subscriber marker");
+    int all = sub_count(sub, (size_t)mark, NULL, NULL);
+    if (all != 1 || sub_count(sub, (size_t)mark, ch, payload) != 1) {
+        struct submsg m;
+        for (size_t k = (size_t)mark; sub_get(sub, k, &m) == 0; k++) {
+            printf("    message on %s: %s\n", m.channel, m.payload);
+        }
+        CHECK(false, "expected one \"%s\" on %s, got %d messages", payload, ch, all);
+    }
+    return 0;
+}
+
+/* Force unlock from either side wakes the queue's head on the other side,
  * on its own channel; the old holder's unlock fails on its side. */
 int t_fair_force(void)
 {
@@ -296,37 +311,54 @@ int t_fair_force(void)
     waiter_channel(n, cf, chc, sizeof chc);
     waiter_channel(n, jf2, chj, sizeof chj);
 
+    /* 1. Java f1 holds; Java f2, then C c1 queue; C forces: f2 wakes. */
     JOK(&r, "f1", "lock fair:%s 60000", n);
-    cw_post(c1, l, COP_LOCK, RLOCK_WATCHDOG, 0);
-    CHECK(wait_llen(q, 1) == 0, "C waiter never queued");
     unsigned tag = agent_send(&J, "f2", "lock fair:%s -1", n);
-    CHECK(wait_llen(q, 2) == 0, "Java waiter never queued");
+    CHECK(wait_llen(q, 1) == 0, "Java waiter never queued");
+    cw_post(c1, l, COP_LOCK, RLOCK_WATCHDOG, 0);
+    CHECK(wait_llen(q, 2) == 0, "C waiter never queued");
     CHECK(wait_numsub(chc, 1) == 0 && wait_numsub(chj, 1) == 0, "waiters never subscribed");
     long mark = sub_mark(sub);
     int64_t t0 = now_us();
     CHECK_ST(rlock_force_unlock(l, &was), RLOCK_OK);
     CHECK(was, "rlock_force_unlock: was_locked false");
-    CHECK_ST(cw_wait(c1, tms(2000)), RLOCK_OK);
-    CHECK_WAKE("fair: rlock_force_unlock -> rlock head acquires", t0, c1->t_returned);
-    CHECK_HOLD(n, cf, 1);
-    CHECK(sub_mark(sub) >= 0, "subscriber marker");
-    CHECK_INT(sub_count(sub, (size_t)mark, NULL, NULL), 1);
-    CHECK_INT(sub_count(sub, (size_t)mark, chc, "0"), 1);
+    CHECK(jwait(tag, &r) == 0, "Java head not woken by rlock_force_unlock");
+    CHECK_WAKE("fair: rlock_force_unlock -> Redisson head acquires", t0, reply_word(&r, 1));
+    CHECK_HOLD(n, jf2, 1);
+    if (one_message(sub, mark, chj, "0") != 0) {
+        return -1;
+    }
     CHECK(agent_call(&J, &r, "f1", "unlock fair:%s", n) == 0, "agent call");
     CHECK_JERR(r, "IllegalMonitorStateException");
-    CHECK_HOLD(n, cf, 1);
-    CHECK(!agent_done(&J, tag), "Java waiter acquired during C's hold");
+    CHECK_HOLD(n, jf2, 1);
+    CHECK(!cw_idle(c1), "C waiter acquired out of turn");
 
+    /* 2. Java f2 holds, C c1 is the head; Java forces: c1 wakes. */
     mark = sub_mark(sub);
     JOK(&r, "f3", "force fair:%s", n);
     CHECK(strncmp(r.text, "true ", 5) == 0, "forceUnlock(): expected true, got %s", r.text);
     t0 = reply_word(&r, 1);
-    CHECK(jwait(tag, &r) == 0, "Java fair waiter not woken by forceUnlock");
-    CHECK_WAKE("fair: Redisson forceUnlock -> Redisson head acquires", t0, reply_word(&r, 1));
-    CHECK_HOLD(n, jf2, 1);
-    CHECK(sub_mark(sub) >= 0, "subscriber marker");
-    CHECK_INT(sub_count(sub, (size_t)mark, NULL, NULL), 1);
-    CHECK_INT(sub_count(sub, (size_t)mark, chj, "0"), 1);
+    CHECK_ST(cw_wait(c1, tms(2000)), RLOCK_OK);
+    CHECK_WAKE("fair: Redisson forceUnlock -> rlock head acquires", t0, c1->t_returned);
+    CHECK_HOLD(n, cf, 1);
+    if (one_message(sub, mark, chc, "0") != 0) {
+        return -1;
+    }
+    CHECK(agent_call(&J, &r, "f2", "unlock fair:%s", n) == 0, "agent call");
+    CHECK_JERR(r, "IllegalMonitorStateException");
+    CHECK_INT(r_int("EXISTS %s %s", q, tk), 0);
+
+    /* 3. C c1 holds, Java f2 is the head; Java forces: the C holder's
+     * unlock is RLOCK_ELOST. */
+    tag = agent_send(&J, "f2", "lock fair:%s -1", n);
+    CHECK(wait_llen(q, 1) == 0, "Java waiter never queued");
+    mark = sub_mark(sub);
+    JOK(&r, "f3", "force fair:%s", n);
+    CHECK(strncmp(r.text, "true ", 5) == 0, "forceUnlock(): expected true, got %s", r.text);
+    CHECK(jwait(tag, &r) == 0, "Java head not woken by forceUnlock");
+    if (one_message(sub, mark, chj, "0") != 0) {
+        return -1;
+    }
     cw_post(c1, l, COP_UNLOCK, 0, 0);
     CHECK_ST(cw_wait(c1, tms(5000)), RLOCK_ELOST);
     CHECK_HOLD(n, jf2, 1);
