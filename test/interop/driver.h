@@ -20,6 +20,7 @@
  * linked with the whole librlock.a, so a kind that is in is always
  * found), and its tests say SKIP instead of running. */
 RLOCK_API rlock_status rlock_fence_token(rlock *l, int64_t *token);
+RLOCK_API rlock_status rlock_fence_token_latest(rlock *l, int64_t *token);
 #pragma weak rlock_new_fair
 #pragma weak rlock_new_read
 #pragma weak rlock_new_write
@@ -28,6 +29,7 @@ RLOCK_API rlock_status rlock_fence_token(rlock *l, int64_t *token);
 #pragma weak rlock_new_nonreentrant
 #pragma weak rlock_new_fair_nonreentrant
 #pragma weak rlock_fence_token
+#pragma weak rlock_fence_token_latest
 
 /* ---- time ---------------------------------------------------------- */
 
