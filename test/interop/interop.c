@@ -101,17 +101,20 @@ static const struct {
     {"rw_share", t_rw_share},
     {"rw_wake", t_rw_wake},
     {"rw_force", t_rw_force},
+    {"rw_downgrade", t_rw_downgrade},
     /* last of the read/write tests: on 3.44-3.52 it leaves Redisson's
      * read renewal failing until its reader is gone */
     {"rw_renewal", t_rw_renewal},
     {"fenced_tokens", t_fenced_tokens},
     {"spin", t_spin},
     {"nonreentrant", t_nonreentrant},
+    {"fair_nonreentrant", t_fair_nonreentrant},
     {"mutex_fair", t_mutex_fair},
     {"mutex_rw", t_mutex_rw},
     {"mutex_fenced", t_mutex_fenced},
     {"mutex_spin", t_mutex_spin},
     {"mutex_nonreentrant", t_mutex_nonreentrant},
+    {"mutex_fair_nonreentrant", t_mutex_fair_nonreentrant},
 };
 
 static bool selected(int argc, char **argv, const char *name)

@@ -67,14 +67,17 @@ int t_fair_force(void);
 int t_rw_share(void);
 int t_rw_wake(void);
 int t_rw_force(void);
+int t_rw_downgrade(void);
 int t_rw_renewal(void);
 int t_fenced_tokens(void);
 int t_spin(void);
 int t_nonreentrant(void);
+int t_fair_nonreentrant(void);
 int t_mutex_fair(void);
 int t_mutex_rw(void);
 int t_mutex_fenced(void);
 int t_mutex_spin(void);
 int t_mutex_nonreentrant(void);
+int t_mutex_fair_nonreentrant(void);
 
 #endif

@@ -765,6 +765,83 @@ int t_rw_force(void)
     return 0;
 }
 
+/* The downgrade (a thread holding the write and the read lock releases
+ * the write lock; mode becomes "read"): Redisson publishes nothing (spec
+ * §11 item 11), so a reader of either side waits until the lock's TTL
+ * runs out; rlock publishes "1" (its documented answer), so a waiting
+ * Java reader gets in within 1 s. */
+int t_rw_downgrade(void)
+{
+    NEED(rlock_new_read);
+    NEED(rlock_new_write);
+    struct rw_ctx x;
+    struct reply r;
+    if (rw_begin(&x, "rw_downgrade") != 0) {
+        return -1;
+    }
+    const char *n = x.n;
+    /* rlock: c2 writes then reads; Java r1 waits to read. */
+    cw_post(x.c2, x.wr, COP_LOCK, 60000, 0);
+    CHECK_ST(cw_wait(x.c2, tms(5000)), RLOCK_OK);
+    cw_post(x.c2, x.rd, COP_LOCK, 60000, 0);
+    CHECK_ST(cw_wait(x.c2, tms(5000)), RLOCK_OK);
+    CHECK_HFIELD(n, x.cw_write, "1");
+    CHECK_HFIELD(n, x.cf2, "1");
+    unsigned tag = agent_send(&J, "r1", "lock read:%s -1", n);
+    CHECK(wait_numsub(x.ch, 1) == 0, "the Java reader never subscribed");
+    sleep_ms(20);
+    CHECK(!agent_done(&J, tag), "Java read during the write hold");
+    long mark = sub_mark(x.sub);
+    cw_post(x.c2, x.wr, COP_UNLOCK, 0, 0);
+    CHECK_ST(cw_wait(x.c2, tms(5000)), RLOCK_OK);
+    CHECK(jwait(tag, &r) == 0, "Java reader not woken by rlock's downgrade");
+    CHECK_WAKE("rw: rlock downgrade -> Redisson reader", x.c2->t_called, reply_word(&r, 1));
+    if (rw_one_message(&x, mark, "1") != 0) {
+        return -1;
+    }
+    CHECK_HFIELD(n, "mode", "read");
+    CHECK_HFIELD(n, x.jr, "1");
+    CHECK_INT(r_int("HEXISTS %s %s", n, x.cw_write), 0);
+    cw_post(x.c2, x.rd, COP_UNLOCK, 0, 0);
+    CHECK_ST(cw_wait(x.c2, tms(5000)), RLOCK_OK);
+    JOK(&r, "r1", "unlock read:%s", n);
+    CHECK_INT(r_int("EXISTS %s", n), 0);
+
+    /* Redisson: w1 writes (lease L) then reads; C c1 waits to read; the
+     * downgrade publishes nothing and c1 gets in only when the key's TTL
+     * (L) runs out, or when something else wakes it. */
+    int64_t lease = tms(1500);
+    JOK(&r, "w1", "lock write:%s %lld", n, (long long)lease);
+    JOK(&r, "w1", "lock read:%s %lld", n, (long long)lease);
+    cw_post(x.c1, x.rd, COP_LOCK, RLOCK_WATCHDOG, 0);
+    CHECK(wait_numsub(x.ch, 1) == 0, "the C reader never subscribed");
+    sleep_ms(20);
+    CHECK(!cw_idle(x.c1), "C read during the write hold");
+    mark = sub_mark(x.sub);
+    JOK(&r, "w1", "unlock write:%s", n);
+    int64_t t0 = reply_word(&r, 0);
+    long long ttl = r_int("PTTL %s", n);
+    CHECK_HFIELD(n, "mode", "read");
+    CHECK_ST(cw_wait(x.c1, lease + tms(1000)), RLOCK_OK);
+    double ms = ms_between(t0, x.c1->t_returned);
+    CHECK(sub_mark(x.sub) >= 0, "subscriber marker");
+    int msgs = sub_count(x.sub, (size_t)mark, NULL, NULL);
+    printf("    Redisson %s downgrade: %d messages; the rlock reader got in after %.0f ms "
+           "(key TTL %lld ms)\n",
+           VERSION, msgs, ms, ttl);
+    CHECK_INT(msgs, 0);
+    CHECK(ms >= (double)ttl - 100, "rlock reader got in %.0f ms after a silent downgrade, before "
+                                   "the TTL (%lld ms) ran out",
+          ms, ttl);
+    CHECK_HFIELD(n, x.cf1, "1");
+    JOK(&r, "w1", "unlock read:%s", n);
+    cw_post(x.c1, x.rd, COP_UNLOCK, 0, 0);
+    CHECK_ST(cw_wait(x.c1, tms(5000)), RLOCK_OK);
+    CHECK_INT(r_int("EXISTS %s", n), 0);
+    rw_end(&x);
+    return 0;
+}
+
 /* Whose read holds each side's watchdog renews: only its own (rlock, and
  * Redisson since 4.4); Redisson before 4.4 renews every reader's timeout
  * keys, so it keeps an rlock reader whose lease ran out alive (spec §11
@@ -1189,18 +1266,21 @@ static int nonreentrant_one(const char *jkind, rlock_status (*ctor)(rlock_client
     return 0;
 }
 
-/* The non-reentrant lock and fair lock: C and Java exclude each other,
- * each side's re-acquire fails at once (Java IllegalMonitorStateException
- * from NON_REENTRANT_REACQUIRE, C RLOCK_EDEADLK). Redisson 4.4+; older
+/* The non-reentrant lock (and below the non-reentrant fair lock): C and
+ * Java exclude each other, each side's re-acquire fails at once (Java
+ * IllegalMonitorStateException from NON_REENTRANT_REACQUIRE, C
+ * RLOCK_EDEADLK), nothing queued or changed. Redisson 4.4+; older
  * versions must answer Unsupported. */
 int t_nonreentrant(void)
 {
     NEED(rlock_new_nonreentrant);
+    return nonreentrant_one("nonreentrant", rlock_new_nonreentrant);
+}
+
+int t_fair_nonreentrant(void)
+{
     NEED(rlock_new_fair_nonreentrant);
-    CHECK(nonreentrant_one("nonreentrant", rlock_new_nonreentrant) == 0, "non-reentrant lock");
-    CHECK(nonreentrant_one("fairnonreentrant", rlock_new_fair_nonreentrant) == 0,
-          "non-reentrant fair lock");
-    return 0;
+    return nonreentrant_one("fairnonreentrant", rlock_new_fair_nonreentrant);
 }
 
 /* ---- mixed mutual exclusion, every kind ----------------------------- */
@@ -1428,25 +1508,29 @@ int t_mutex_spin(void)
     return kind_mutex("mutex_spin", "spin", rlock_new_spin, 3, 0);
 }
 
-int t_mutex_nonreentrant(void)
+static int mutex_4_4(const char *test, const char *jkind, ctor_fn ctor)
 {
-    NEED(rlock_new_nonreentrant);
-    NEED(rlock_new_fair_nonreentrant);
     if (!version_at_least(VERSION, 4, 4)) {
         char n[128];
         bool has;
-        new_name(n, sizeof n, "mutex_nonreentrant");
-        if (java_has("nonreentrant", n, &has) != 0 || java_has("fairnonreentrant", n, &has) != 0) {
+        new_name(n, sizeof n, test);
+        if (java_has(jkind, n, &has) != 0) {
             return -1;
         }
-        printf("    Redisson %s has no non-reentrant locks (4.4+): agent says Unsupported\n",
-               VERSION);
+        printf("    Redisson %s has no %s lock (4.4+): agent says Unsupported\n", VERSION, jkind);
         return 0;
     }
-    CHECK(kind_mutex("mutex_nonreentrant", "nonreentrant", rlock_new_nonreentrant, 2, 0) == 0,
-          "non-reentrant lock");
-    CHECK(kind_mutex("mutex_fairnonreentrant", "fairnonreentrant", rlock_new_fair_nonreentrant,
-                     2, 0) == 0,
-          "non-reentrant fair lock");
-    return 0;
+    return kind_mutex(test, jkind, ctor, 2, 0);
+}
+
+int t_mutex_nonreentrant(void)
+{
+    NEED(rlock_new_nonreentrant);
+    return mutex_4_4("mutex_nonreentrant", "nonreentrant", rlock_new_nonreentrant);
+}
+
+int t_mutex_fair_nonreentrant(void)
+{
+    NEED(rlock_new_fair_nonreentrant);
+    return mutex_4_4("mutex_fair_nonreentrant", "fairnonreentrant", rlock_new_fair_nonreentrant);
 }
