@@ -807,12 +807,13 @@ int t_rw_downgrade(void)
     JOK(&r, "r1", "unlock read:%s", n);
     CHECK_INT(r_int("EXISTS %s", n), 0);
 
-    /* Redisson: w1 writes (lease L) then reads; C c1 waits to read; the
-     * downgrade publishes nothing and c1 gets in only when the key's TTL
-     * (L) runs out, or when something else wakes it. */
+    /* Redisson: w1 writes (lease L) then reads (its watchdog keeps the
+     * read hold); C c1 waits to read; the downgrade publishes nothing and
+     * c1 gets in only when it tries again after the TTL its last attempt
+     * saw (L). */
     int64_t lease = tms(1500);
     JOK(&r, "w1", "lock write:%s %lld", n, (long long)lease);
-    JOK(&r, "w1", "lock read:%s %lld", n, (long long)lease);
+    JOK(&r, "w1", "lock read:%s -1", n);
     cw_post(x.c1, x.rd, COP_LOCK, RLOCK_WATCHDOG, 0);
     CHECK(wait_numsub(x.ch, 1) == 0, "the C reader never subscribed");
     sleep_ms(20);
@@ -830,9 +831,7 @@ int t_rw_downgrade(void)
            "(key TTL %lld ms)\n",
            VERSION, msgs, ms, ttl);
     CHECK_INT(msgs, 0);
-    CHECK(ms >= (double)ttl - 100, "rlock reader got in %.0f ms after a silent downgrade, before "
-                                   "the TTL (%lld ms) ran out",
-          ms, ttl);
+    CHECK(ms >= (double)lease / 2, "rlock reader got in %.0f ms after a silent downgrade", ms);
     CHECK_HFIELD(n, x.cf1, "1");
     JOK(&r, "w1", "unlock read:%s", n);
     cw_post(x.c1, x.rd, COP_UNLOCK, 0, 0);
