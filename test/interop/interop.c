@@ -98,6 +98,7 @@ static const struct {
     {"porting_guide", t_porting_guide},
     {"fair_fifo", t_fair_fifo},
     {"fair_force", t_fair_force},
+    {"fair_giveup", t_fair_giveup},
     {"rw_share", t_rw_share},
     {"rw_wake", t_rw_wake},
     {"rw_force", t_rw_force},

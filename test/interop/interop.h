@@ -64,6 +64,7 @@ int t_porting_guide(void);
 /* kinds.c: the rest of the lock family */
 int t_fair_fifo(void);
 int t_fair_force(void);
+int t_fair_giveup(void);
 int t_rw_share(void);
 int t_rw_wake(void);
 int t_rw_force(void);

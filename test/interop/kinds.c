@@ -370,6 +370,100 @@ int t_fair_force(void)
     return 0;
 }
 
+static long long zscore(const char *key, const char *member)
+{
+    char *v = r_str("ZSCORE %s %s", key, member);
+    long long x = v ? atoll(v) : -1;
+    free(v);
+    return x;
+}
+
+/* Waiters that give up leave a mixed queue: Java f1 (tryLock, wait W1),
+ * C c1 (rlock_try_lock, wait W2), Java f2 and C c2 (no wait: 300 s slots)
+ * queue behind a C holder. f1 gives up: it leaves the queue and the
+ * timeout set, and every deadline behind it moves forward; c1 gives up
+ * the same way, by exactly W2 (the wait it queued with). Then the lock
+ * goes to f2, then c2. */
+int t_fair_giveup(void)
+{
+    NEED(rlock_new_fair);
+    char n[128], q[KSZ], tk[KSZ], f[4][160];
+    struct cworker *h = cw_new(), *c1 = cw_new(), *c2 = cw_new();
+    struct reply r;
+    rlock *l;
+    int64_t w1 = tms(600), w2 = tms(1200);
+    CHECK(h && c1 && c2, "cw_new");
+    new_name(n, sizeof n, "fair_giveup");
+    key_of("redisson_lock_queue", n, q, sizeof q);
+    key_of("redisson_lock_timeout", n, tk, sizeof tk);
+    CHECK_ST(rlock_new_fair(C, n, &l), RLOCK_OK);
+    CHECK(java_field("f1", f[0], sizeof f[0]) == 0, "whoami");
+    c_field(c1->tid, f[1], sizeof f[1]);
+    CHECK(java_field("f2", f[2], sizeof f[2]) == 0, "whoami");
+    c_field(c2->tid, f[3], sizeof f[3]);
+
+    cw_post(h, l, COP_LOCK, 60000, 0);
+    CHECK_ST(cw_wait(h, tms(5000)), RLOCK_OK);
+    unsigned t1 = agent_send(&J, "f1", "trylock fair:%s %lld -1", n, (long long)w1);
+    CHECK(wait_llen(q, 1) == 0, "f1 never queued");
+    cw_post(c1, l, COP_TRYLOCK, w2, RLOCK_WATCHDOG);
+    CHECK(wait_llen(q, 2) == 0, "c1 never queued");
+    unsigned t2 = agent_send(&J, "f2", "lock fair:%s -1", n);
+    CHECK(wait_llen(q, 3) == 0, "f2 never queued");
+    cw_post(c2, l, COP_LOCK, RLOCK_WATCHDOG, 0);
+    CHECK(wait_llen(q, 4) == 0, "c2 never queued");
+    long long s0[4];
+    for (int i = 0; i < 4; i++) {
+        s0[i] = zscore(tk, f[i]);
+    }
+    /* each slot is the one before it plus its own wait */
+    CHECK_INT(s0[1] - s0[0], w2);
+    CHECK_INT(s0[2] - s0[1], 300000);
+    CHECK_INT(s0[3] - s0[2], 300000);
+
+    CHECK(agent_wait(&J, t1, w1 + tms(2000), &r) == 0 && r.ok, "f1's tryLock: %s", r.text);
+    CHECK(strncmp(r.text, "false ", 6) == 0, "f1's tryLock: expected false, got %s", r.text);
+    char got[8][160];
+    CHECK_INT(lrange(q, got, 8), 3);
+    CHECK_STR(got[0], f[1]);
+    CHECK_INT(zscore(tk, f[0]), -1);
+    long long shift = s0[1] - zscore(tk, f[1]);
+    printf("    Redisson %s tryLock(%lld ms) gave up: the deadlines behind it moved by %lld ms\n",
+           VERSION, (long long)w1, shift);
+    CHECK(shift == w1 || shift == 300000, "deadlines moved by %lld (neither %lld nor 300000)",
+          shift, (long long)w1);
+    for (int i = 2; i < 4; i++) {
+        CHECK_INT(s0[i] - zscore(tk, f[i]), shift);
+    }
+
+    CHECK_ST(cw_wait(c1, w2 + tms(2000)), RLOCK_EBUSY);
+    CHECK_INT(lrange(q, got, 8), 2);
+    CHECK_STR(got[0], f[2]);
+    CHECK_STR(got[1], f[3]);
+    CHECK_INT(zscore(tk, f[1]), -1);
+    for (int i = 2; i < 4; i++) {
+        CHECK_INT(s0[i] - zscore(tk, f[i]), shift + w2);
+    }
+    CHECK(!agent_done(&J, t2) && !cw_idle(c2), "a waiter acquired during the hold");
+
+    cw_post(h, l, COP_UNLOCK, 0, 0);
+    CHECK_ST(cw_wait(h, tms(5000)), RLOCK_OK);
+    CHECK(jwait(t2, &r) == 0, "f2 not woken");
+    CHECK_HOLD(n, f[2], 1);
+    CHECK(!cw_idle(c2), "c2 acquired out of turn");
+    JOK(&r, "f2", "unlock fair:%s", n);
+    CHECK_ST(cw_wait(c2, tms(2000)), RLOCK_OK);
+    CHECK_HOLD(n, f[3], 1);
+    cw_post(c2, l, COP_UNLOCK, 0, 0);
+    CHECK_ST(cw_wait(c2, tms(5000)), RLOCK_OK);
+    CHECK_INT(r_int("EXISTS %s %s %s", n, q, tk), 0);
+    rlock_free(l);
+    cw_stop(h);
+    cw_stop(c1);
+    cw_stop(c2);
+    return 0;
+}
+
 /* ---- read/write lock ------------------------------------------------ */
 
 static void rw_channel(const char *name, char *buf, size_t n)
