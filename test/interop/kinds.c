@@ -430,8 +430,7 @@ int t_fair_giveup(void)
     long long shift = s0[1] - zscore(tk, f[1]);
     printf("    Redisson %s tryLock(%lld ms) gave up: the deadlines behind it moved by %lld ms\n",
            VERSION, (long long)w1, shift);
-    CHECK(shift == w1 || shift == 300000, "deadlines moved by %lld (neither %lld nor 300000)",
-          shift, (long long)w1);
+    CHECK_INT(shift, w1); /* the sync tryLock gives up with its own wait */
     for (int i = 2; i < 4; i++) {
         CHECK_INT(s0[i] - zscore(tk, f[i]), shift);
     }
