@@ -35,6 +35,23 @@ extern const rlock__kind rlock__kind_spin;
 extern const rlock__kind rlock__kind_nonreentrant;
 extern const rlock__kind rlock__kind_fair_nonreentrant;
 
+/* The reentrant lock's operations (reentrant.c), for the kinds that keep
+ * its hash (owner -> hold count) and differ only in a few of them: each is
+ * the rlock__kind member of the same name. */
+rlock_status rlock__reentrant_attempt(struct rlock *l, const char *owner, int64_t lease_ms,
+                                      int64_t held, int64_t wait_ms, const char *rid, bool resend,
+                                      rlock__attempt *out, int64_t deadline_ms);
+rlock_status rlock__reentrant_abandon(struct rlock *l, const char *owner, const char *rid,
+                                      int64_t held, int64_t lease_ms, int *out,
+                                      int64_t deadline_ms);
+rlock_status rlock__reentrant_release(struct rlock *l, const char *owner, const char *rid,
+                                      int64_t lease_ms, rlock__released *out, int64_t deadline_ms);
+rlock_status rlock__reentrant_force_release(struct rlock *l, bool *was_locked,
+                                            int64_t deadline_ms);
+rlock_status rlock__reentrant_count(struct rlock *l, const char *owner, int64_t *count,
+                                    int64_t deadline_ms);
+rlock_status rlock__reentrant_holder_ttl(struct rlock *l, int64_t *ttl, int64_t deadline_ms);
+
 /* Reply parsers, kept apart from I/O so they can be fuzzed. Each returns
  * RLOCK_OK with *out set, or RLOCK_EPROTO / the error reply's status. */
 rlock_status rlock__parse_attempt(const redisReply *r, rlock__attempt *out);
