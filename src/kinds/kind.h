@@ -4,13 +4,15 @@
  * as rlock__script_<file name>), its public constructor (one line:
  * rlock__handle_new(c, name, &rlock__kind_x, out)) and its tests; read
  * reentrant.c as the model. The table says:
- *   chan_prefix  the channel its releases publish on (prefix(P, name))
+ *   chan_prefix  the channel its releases publish on (prefix(P, name));
+ *                NULL: none, its releases publish nothing (spin)
  *   key_tag      NULL, or the tag that keeps a second kind's holds of the
  *                same name and thread apart (the write half: "write")
  *   wait         RLOCK__WAIT_SHARED: one channel per name; _OWN: a channel
  *                per waiter (<channel>:<owner field>), Redis keeps the
  *                queue; _POLL: no messages, back-off
  *   wake         what a "0" message means for local waiters ("1": all)
+ *   no_reentry   the holder asking again is refused with {4,0}
  *   attempt      one idempotent attempt (acquire latch, resend, the
  *                reply shapes of rlock__parse_attempt(): {1,n[,token]}
  *                taken, {0,ttl} held, {2,0} gone, {3,0} spent, {4,0}
