@@ -102,6 +102,20 @@ rlock_status rlock__parse_int(const redisReply *r, int64_t *out)
 
 /* ---- operations ------------------------------------------------------ */
 
+/* The arguments of unlock.lua or abandon.lua (KEYS name, channel, latch,
+ * then ARGV) for a kind without a channel: KEYS name, latch (the scripts
+ * publish only when given a channel). The n arguments after the first
+ * move down one; the call has one key and one argument fewer. */
+static void drop_channel(const char **args, size_t *lens, int n, rlock__call *call)
+{
+    for (int i = 1; i + 1 < n; i++) {
+        args[i] = args[i + 1];
+        lens[i] = lens[i + 1];
+    }
+    call->nkeys--;
+    call->nargs--;
+}
+
 rlock_status rlock__reentrant_attempt(rlock *l, const char *owner, int64_t lease_ms,
                                       int64_t held, int64_t wait_ms, const char *rid, bool resend,
                                       rlock__attempt *out, int64_t deadline_ms)
@@ -116,9 +130,11 @@ rlock_status rlock__reentrant_attempt(rlock *l, const char *owner, int64_t lease
     size_t lease_n = rlock__fmt_i64(lease, lease_ms);
     size_t have_n = rlock__fmt_i64(have, held);
     size_t ttl_n = rlock__fmt_i64(latch_ttl, rlock__acquire_latch_ttl(l->c));
-    const char *args[7] = {l->name, latch, lease, owner, have, latch_ttl, resend ? "1" : "0"};
-    size_t lens[7] = {l->namelen, latchlen, lease_n, strlen(owner), have_n, ttl_n, 1};
-    rlock__call call = {l->name, l->namelen, &rlock__script_acquire, 2, 7, args, lens};
+    /* ARGV[6]: a kind without re-entry has its holder refused ({4,0}). */
+    const char *args[8] = {l->name,   latch,     lease, owner, have, latch_ttl, resend ? "1" : "0",
+                           l->kind->no_reentry ? "1" : "0"};
+    size_t lens[8] = {l->namelen, latchlen, lease_n, strlen(owner), have_n, ttl_n, 1, 1};
+    rlock__call call = {l->name, l->namelen, &rlock__script_acquire, 2, 8, args, lens};
     redisReply *r = NULL;
     rlock_status st = rlock__run(l->c, &call, &r, deadline_ms);
     free(latch);
@@ -147,6 +163,11 @@ rlock_status rlock__reentrant_abandon(rlock *l, const char *owner, const char *r
     size_t lens[9] = {l->namelen,    l->chanlen, latchlen, strlen(owner), strlen(latch_ttl),
                       strlen(lease), 1,          7,        strlen(have)};
     rlock__call call = {l->name, l->namelen, &rlock__script_abandon, 3, 9, args, lens};
+    if (!l->channel) {
+        /* A kind that publishes nothing (spin): no channel among the keys,
+         * and the script gives a hold back without a message. */
+        drop_channel(args, lens, call.nargs, &call);
+    }
     int64_t v = -1;
     rlock_status st = rlock__run_int(l->c, &call, &v, deadline_ms);
     free(latch);
@@ -173,6 +194,11 @@ rlock_status rlock__reentrant_release(rlock *l, const char *owner, const char *r
     const char *args[8] = {l->name, l->channel, latch, "0", lease, owner, "publish", latch_ttl};
     size_t lens[8] = {l->namelen, l->chanlen, latchlen, 1, lease_n, strlen(owner), 7, ttl_n};
     rlock__call call = {l->name, l->namelen, &rlock__script_unlock, 3, 8, args, lens};
+    if (!l->channel) {
+        /* The spin lock's unlock (spec 6): KEYS = [name, latch], as
+         * Redisson's, and the last hold's release publishes nothing. */
+        drop_channel(args, lens, call.nargs, &call);
+    }
     redisReply *r = NULL;
     rlock_status st = rlock__run(l->c, &call, &r, deadline_ms);
     free(latch);
