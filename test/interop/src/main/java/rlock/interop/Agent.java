@@ -84,6 +84,7 @@ import org.redisson.config.Config;
  *       KEY:readers.
  *   guide                     -> ok N  (runs the porting guide's snippets;
  *                                err ClassNotFoundException in an agent-only build)
+ *   fair.COMMAND NAME ...     -> COMMAND fair:NAME ... (another spelling)
  */
 public final class Agent {
     private static final PrintStream OUT =
@@ -216,6 +217,11 @@ public final class Agent {
 
     private static String execute(String[] r) throws Exception {
         String cmd = r[2];
+        if (cmd.startsWith("fair.") && r.length > 3) {
+            // "fair.COMMAND NAME ...": the same as "COMMAND fair:NAME ..."
+            cmd = cmd.substring(5);
+            r[3] = "fair:" + r[3];
+        }
         RLock lock = r.length > 3 && !cmd.equals("whoami") && !cmd.equals("guide") ? lockOf(r[3]) : null;
         long t0 = nowUs();
         switch (cmd) {
