@@ -116,6 +116,12 @@ static const struct {
     {"mutex_spin", t_mutex_spin},
     {"mutex_nonreentrant", t_mutex_nonreentrant},
     {"mutex_fair_nonreentrant", t_mutex_fair_nonreentrant},
+    {"wire_effects_lock", t_wire_effects_lock},
+    {"wire_effects_fair", t_wire_effects_fair},
+    {"wire_effects_rw", t_wire_effects_rw},
+    {"wire_effects_fenced", t_wire_effects_fenced},
+    {"wire_effects_spin", t_wire_effects_spin},
+    {"wire_effects_nonreentrant", t_wire_effects_nonreentrant},
 };
 
 static bool selected(int argc, char **argv, const char *name)

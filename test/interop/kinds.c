@@ -20,17 +20,6 @@
 #define KSZ 512
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 
-/* A kind not yet in this build of rlock: the test says so and is counted
- * as skipped (see driver.h). */
-#define NEED(fn)                                                                     \
-    do {                                                                             \
-        if (!(fn)) {                                                                 \
-            printf("    %s is not in this build of rlock (its kind has not landed)\n", \
-                   #fn);                                                             \
-            return T_SKIP;                                                           \
-        }                                                                            \
-    } while (0)
-
 /* The reply is Java's exception of class cls. */
 #define CHECK_JERR(r, cls)                                                               \
     CHECK(!(r).ok && strncmp((r).text, cls, strlen(cls)) == 0, "expected %s, got %s %s", \
@@ -1469,8 +1458,6 @@ static void *kworker_main(void *arg)
     redisFree(rc);
     return NULL;
 }
-
-typedef rlock_status (*ctor_fn)(rlock_client *, const char *, rlock **);
 
 /* nw writers of each side on (jkind, wctor), and nr readers of each side
  * on the read half when nr > 0, KMUTEX_ITERS critical sections each on
