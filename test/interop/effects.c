@@ -489,6 +489,8 @@ static const struct eexpect rw_expect[] = {
         "(10 s, and the name's TTL drops to it); rlock's gets at least the lease the client "
         "counts on for the hold, the last one (20 s), as its reentrant lock's partial unlock "
         "does (lua/read_unlock.lua)"},
+    {9, "the downgrade: Redisson publishes nothing and other readers sleep until the TTL "
+        "(spec item 11); rlock publishes \"1\" so they come in at once"},
     {0, NULL},
 };
 
