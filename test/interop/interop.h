@@ -83,7 +83,7 @@ int t_rw_wake(void);
 int t_rw_force(void);
 int t_rw_downgrade(void);
 int t_rw_renewal(void);
-int t_fenced_tokens(void);
+int t_fenced_cross(void);
 int t_spin(void);
 int t_nonreentrant(void);
 int t_fair_nonreentrant(void);

@@ -1052,7 +1052,7 @@ static long long token_key(const char *name)
  * token key holds it); rlock_fence_token() is the holder's own;
  * wake-ups both ways; force unlock either way leaves the token key
  * alone. */
-int t_fenced_tokens(void)
+int t_fenced_cross(void)
 {
     NEED(rlock_new_fenced);
     NEED(rlock_fence_token);
@@ -1064,7 +1064,7 @@ int t_fenced_tokens(void)
     int64_t t;
     bool was;
     CHECK(w != NULL, "cw_new");
-    new_name(n, sizeof n, "fenced_tokens");
+    new_name(n, sizeof n, "fenced_cross");
     key_of("redisson_lock_token", n, tk, sizeof tk);
     CHECK_ST(rlock_new_fenced(C, n, &l), RLOCK_OK);
     CHECK_STR(rlock_kind(l), "fenced");

@@ -72,6 +72,10 @@ import org.redisson.config.Config;
  *                                (tryLockAndGetToken(); WAIT_MS < 0: no
  *                                arguments, LEASE_MS < 0: no lease)
  *   gettoken NAME             -> ok getToken() (a number or null)
+ *                                (the token commands take a bare NAME as
+ *                                fenced:NAME; also spelt ftoken NAME LEASE_MS,
+ *                                funlock NAME, and ftrytoken NAME WAIT_MS ->
+ *                                ok TOKEN|null alone)
  *   mutex NAME ITERS LEASE_MS KEY -> ok ITERS VIOLATIONS LONGEST_WAIT_US MAX_READERS
  *       ITERS critical sections under NAME: INCR KEY:inside must give 1 and
  *       GET KEY:readers 0, GET KEY:counter, sleep 1 ms, SET KEY:counter +1,
@@ -110,6 +114,12 @@ public final class Agent {
     static String kindOf(String qname) {
         int i = qname.indexOf(':');
         return i > 0 && KINDS.contains(qname.substring(0, i)) ? qname.substring(0, i) : "lock";
+    }
+
+    /** Whether the argument names its kind (KIND:NAME). */
+    static boolean qualified(String qname) {
+        int i = qname.indexOf(':');
+        return i > 0 && KINDS.contains(qname.substring(0, i));
     }
 
     /** The Redis name of a KIND:NAME argument (a bare name is itself). */
@@ -222,6 +232,29 @@ public final class Agent {
             cmd = cmd.substring(5);
             r[3] = "fair:" + r[3];
         }
+        if (r.length > 3) {
+            // The token commands take a bare NAME as a fenced lock's; and
+            // the spellings ftoken, ftrytoken, funlock (fenced:NAME)
+            String fencedName = qualified(r[3]) ? r[3] : "fenced:" + r[3];
+            switch (cmd) {
+            case "ftoken":
+                cmd = "locktoken";
+                r[3] = fencedName;
+                break;
+            case "funlock":
+                cmd = "unlock";
+                r[3] = fencedName;
+                break;
+            case "ftrytoken":
+            case "gettoken":
+            case "locktoken":
+            case "trytoken":
+                r[3] = fencedName;
+                break;
+            default:
+                break;
+            }
+        }
         RLock lock = r.length > 3 && !cmd.equals("whoami") && !cmd.equals("guide") ? lockOf(r[3]) : null;
         long t0 = nowUs();
         switch (cmd) {
@@ -276,6 +309,9 @@ public final class Agent {
         }
         case "gettoken":
             return String.valueOf(fenced(lock, r[3]).getToken());
+        case "ftrytoken": // the token alone, or null
+            return String.valueOf(fenced(lock, r[3]).tryLockAndGetToken(Long.parseLong(r[4]),
+                    TimeUnit.MILLISECONDS));
         case "mutex":
             return mutex(lock, kindOf(r[3]), Integer.parseInt(r[4]), Long.parseLong(r[5]), r[6]);
         case "guide": {
