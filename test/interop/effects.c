@@ -51,6 +51,7 @@ struct eside {
     struct sub *sub;
     unsigned bg_tag;
     char outcome[64];
+    const char *skip; /* keys rlock keeps beside Redisson's (a prefix), or NULL */
 };
 
 /* Replaces every occurrence of from in s by to (in place, bounded). */
@@ -115,7 +116,7 @@ static void snapshot(struct eside *s, char *out, size_t size)
     for (size_t i = 0; keys && keys->type == REDIS_REPLY_ARRAY && i < keys->elements && nl < 64;
          i++) {
         const char *k = keys->element[i]->str;
-        if (strstr(k, "latch:")) {
+        if (strstr(k, "latch:") || (s->skip && strncmp(k, s->skip, strlen(s->skip)) == 0)) {
             continue;
         }
         char line[SNAP];
@@ -350,7 +351,7 @@ struct eexpect {
 };
 
 static int compare_kind(const char *kind, ctor_fn ctor, const struct estep *steps,
-                        const struct eexpect *expect)
+                        const struct eexpect *expect, const char *rlock_only)
 {
     struct eside side[2];
     memset(side, 0, sizeof side);
@@ -372,6 +373,7 @@ static int compare_kind(const char *kind, ctor_fn ctor, const struct estep *step
                 CHECK_ST(rlock_new_write(C, s->name, &s->wr), RLOCK_OK);
             }
         }
+        s->skip = s->java ? NULL : rlock_only;
         snprintf(s->ch_pat, sizeof s->ch_pat, "*%s*", s->name);
         CHECK((s->sub = sub_new(s->ch_pat)) != NULL, "PSUBSCRIBE");
     }
@@ -478,7 +480,7 @@ static const struct eexpect fair_nr_expect[] = {
 int t_wire_effects_fair(void)
 {
     NEED(rlock_new_fair);
-    return compare_kind("fair", rlock_new_fair, exclusive_steps, fair_expect);
+    return compare_kind("fair", rlock_new_fair, exclusive_steps, fair_expect, NULL);
 }
 
 /* rlock's answers to the read/write lock's quirks that only hurt. */
@@ -498,24 +500,31 @@ int t_wire_effects_rw(void)
 {
     NEED(rlock_new_read);
     NEED(rlock_new_write);
-    return compare_kind("rw", NULL, rw_steps, rw_expect);
+    return compare_kind("rw", NULL, rw_steps, rw_expect, NULL);
 }
 
+/* rlock's fenced lock also keeps rlock_fence:{N} (no TTL: the highest
+ * token handed out, which survives a lost token counter, and the tokens of
+ * its fenced writes); Redisson neither reads nor writes it. */
 int t_wire_effects_fenced(void)
 {
     NEED(rlock_new_fenced);
-    return compare_kind("fenced", rlock_new_fenced, exclusive_steps, NULL);
+    int rc = compare_kind("fenced", rlock_new_fenced, exclusive_steps, NULL, "rlock_fence:");
+    if (rc == 0) {
+        printf("    fenced: rlock also keeps rlock_fence:{N} beside Redisson's keys (not compared)\n");
+    }
+    return rc;
 }
 
 int t_wire_effects_spin(void)
 {
     NEED(rlock_new_spin);
-    return compare_kind("spin", rlock_new_spin, exclusive_steps, NULL);
+    return compare_kind("spin", rlock_new_spin, exclusive_steps, NULL, NULL);
 }
 
 int t_wire_effects_lock(void)
 {
-    return compare_kind("lock", rlock_new, exclusive_steps, NULL);
+    return compare_kind("lock", rlock_new, exclusive_steps, NULL, NULL);
 }
 
 int t_wire_effects_nonreentrant(void)
@@ -525,7 +534,7 @@ int t_wire_effects_nonreentrant(void)
         printf("    Redisson %s has no non-reentrant lock (4.4+)\n", VERSION);
         return 0;
     }
-    if (compare_kind("nonreentrant", rlock_new_nonreentrant, exclusive_steps, NULL) != 0) {
+    if (compare_kind("nonreentrant", rlock_new_nonreentrant, exclusive_steps, NULL, NULL) != 0) {
         return -1;
     }
     if (!rlock_new_fair_nonreentrant) {
@@ -533,5 +542,5 @@ int t_wire_effects_nonreentrant(void)
         return 0;
     }
     return compare_kind("fairnonreentrant", rlock_new_fair_nonreentrant, exclusive_steps,
-                        fair_nr_expect);
+                        fair_nr_expect, NULL);
 }
