@@ -106,6 +106,7 @@ static const struct {
     /* last of the read/write tests: on 3.44-3.52 it leaves Redisson's
      * read renewal failing until its reader is gone */
     {"rw_renewal", t_rw_renewal},
+    {"rw_renewal_batch", t_rw_renewal_batch},
     {"fenced_cross", t_fenced_cross},
     {"spin", t_spin},
     {"nonreentrant", t_nonreentrant},

@@ -83,6 +83,7 @@ int t_rw_wake(void);
 int t_rw_force(void);
 int t_rw_downgrade(void);
 int t_rw_renewal(void);
+int t_rw_renewal_batch(void);
 int t_fenced_cross(void);
 int t_spin(void);
 int t_nonreentrant(void);

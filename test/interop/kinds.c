@@ -1034,6 +1034,48 @@ int t_rw_renewal(void)
     return 0;
 }
 
+/* Redisson 3.44-3.52's batched read renewal builds every lock's timeout
+ * key names from the first lock's name in the batch (its inner loop's
+ * variable shadows the outer one), so of a client's read holds on two
+ * names only one keeps its timeout key alive; the other's expires after
+ * one lease although its field stays. An rlock reader's (or any) read
+ * unlock then counts that Java reader as gone. Fixed in 4.0. Before 3.44
+ * each lock is renewed by its own call. */
+int t_rw_renewal_batch(void)
+{
+    NEED(rlock_new_read);
+    struct reply r;
+    char n[2][128], jf[160], k[2][KSZ];
+    CHECK(java_field("r1", jf, sizeof jf) == 0, "whoami");
+    for (int i = 0; i < 2; i++) {
+        new_name(n[i], sizeof n[i], "rw_renewal_batch");
+        rw_timeout_key(n[i], jf, 1, k[i], sizeof k[i]);
+        JOK(&r, "r1", "lock read:%s -1", n[i]);
+    }
+    sleep_ms(JWD * 3 / 2);
+    int alive = 0;
+    long long ttl[2];
+    for (int i = 0; i < 2; i++) {
+        ttl[i] = r_int("PTTL %s", k[i]);
+        alive += ttl[i] > 0;
+        CHECK_RANGE(r_int("PTTL %s", n[i]), 1, JWD); /* the names themselves are renewed */
+        CHECK_HFIELD(n[i], jf, "1");
+    }
+    if (version_at_least(VERSION, 3, 44) && !version_at_least(VERSION, 4, 0)) {
+        printf("    Redisson %s renews the second read lock's timeout key under the first "
+               "lock's name (fixed in 4.0): PTTLs %lld and %lld\n",
+               VERSION, ttl[0], ttl[1]);
+        CHECK_INT(alive, 1);
+    } else {
+        CHECK_INT(alive, 2);
+    }
+    for (int i = 0; i < 2; i++) {
+        JOK(&r, "r1", "unlock read:%s", n[i]);
+        CHECK_INT(r_int("EXISTS %s", n[i]), 0);
+    }
+    return 0;
+}
+
 /* ---- fenced lock ---------------------------------------------------- */
 
 static long long token_key(const char *name)
@@ -1339,8 +1381,22 @@ static int nonreentrant_one(const char *jkind, rlock_status (*ctor)(rlock_client
     CHECK_WAKE("non-reentrant: Redisson unlock -> rlock acquires", reply_word(&r, 0),
                w->t_returned);
     CHECK_HOLD(n, cf, 1);
+    /* Java forces C's hold: a Java waiter gets in, C's unlock is
+     * RLOCK_ELOST. */
+    tag = agent_send(&J, "x1", "lock %s:%s -1", jkind, n);
+    sleep_ms(tms(50));
+    JOK(&r, "x2", "force %s:%s", jkind, n);
+    CHECK(strncmp(r.text, "true ", 5) == 0, "forceUnlock(): expected true, got %s", r.text);
+    CHECK(jwait(tag, &r) == 0, "Redisson waiter after forceUnlock");
+    CHECK_HOLD(n, jf, 1);
     cw_post(w, l, COP_UNLOCK, 0, 0);
-    CHECK_ST(cw_wait(w, tms(5000)), RLOCK_OK);
+    CHECK_ST(cw_wait(w, tms(5000)), RLOCK_ELOST);
+    /* C forces Java's hold. */
+    bool was = false;
+    CHECK_ST(rlock_force_unlock(l, &was), RLOCK_OK);
+    CHECK(was, "rlock_force_unlock: was_locked false");
+    CHECK(agent_call(&J, &r, "x1", "unlock %s:%s", jkind, n) == 0, "agent call");
+    CHECK_JERR(r, "IllegalMonitorStateException");
     CHECK_INT(r_int("EXISTS %s %s", n, q), 0);
     rlock_free(l);
     cw_stop(w);
@@ -1350,7 +1406,8 @@ static int nonreentrant_one(const char *jkind, rlock_status (*ctor)(rlock_client
 /* The non-reentrant lock (and below the non-reentrant fair lock): C and
  * Java exclude each other, each side's re-acquire fails at once (Java
  * IllegalMonitorStateException from NON_REENTRANT_REACQUIRE, C
- * RLOCK_EDEADLK), nothing queued or changed. Redisson 4.4+; older
+ * RLOCK_EDEADLK), nothing queued or changed; force unlock either way.
+ * Redisson 4.4+; older
  * versions must answer Unsupported. */
 int t_nonreentrant(void)
 {
