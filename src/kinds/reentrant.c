@@ -129,8 +129,8 @@ static rlock_status attempt(rlock *l, const char *owner, int64_t lease_ms, int64
     return st;
 }
 
-static rlock_status abandon(rlock *l, const char *owner, const char *rid, int64_t held,
-                            int64_t lease_ms, int *out, int64_t deadline_ms)
+rlock_status rlock__reentrant_abandon(rlock *l, const char *owner, const char *rid, int64_t held,
+                                      int64_t lease_ms, int *out, int64_t deadline_ms)
 {
     size_t latchlen;
     char *latch = rlock__latch_key(l->acq_latch_prefix, l->acq_latch_prefix_len, rid, &latchlen);
@@ -158,8 +158,8 @@ static rlock_status abandon(rlock *l, const char *owner, const char *rid, int64_
     return st;
 }
 
-static rlock_status release(rlock *l, const char *owner, const char *rid, int64_t lease_ms,
-                            rlock__released *out, int64_t deadline_ms)
+rlock_status rlock__reentrant_release(rlock *l, const char *owner, const char *rid,
+                                      int64_t lease_ms, rlock__released *out, int64_t deadline_ms)
 {
     size_t latchlen;
     char *latch = rlock__latch_key(l->latch_prefix, l->latch_prefix_len, rid, &latchlen);
@@ -198,7 +198,7 @@ rlock_status rlock__run_int(rlock_client *c, const rlock__call *call, int64_t *o
     return st;
 }
 
-static rlock_status force_release(rlock *l, bool *was_locked, int64_t deadline_ms)
+rlock_status rlock__reentrant_force_release(rlock *l, bool *was_locked, int64_t deadline_ms)
 {
     const char *args[4] = {l->name, l->channel, "0", "publish"};
     size_t lens[4] = {l->namelen, l->chanlen, 1, 7};
@@ -211,7 +211,8 @@ static rlock_status force_release(rlock *l, bool *was_locked, int64_t deadline_m
     return st;
 }
 
-static rlock_status count(rlock *l, const char *owner, int64_t *out, int64_t deadline_ms)
+rlock_status rlock__reentrant_count(rlock *l, const char *owner, int64_t *out,
+                                    int64_t deadline_ms)
 {
     const char *args[3] = {"HGET", l->name, owner};
     size_t lens[3] = {4, l->namelen, strlen(owner)};
@@ -219,7 +220,7 @@ static rlock_status count(rlock *l, const char *owner, int64_t *out, int64_t dea
     return rlock__run_int(l->c, &call, out, deadline_ms);
 }
 
-static rlock_status holder_ttl(rlock *l, int64_t *ttl, int64_t deadline_ms)
+rlock_status rlock__reentrant_holder_ttl(rlock *l, int64_t *ttl, int64_t deadline_ms)
 {
     const char *args[2] = {"PTTL", l->name};
     size_t lens[2] = {4, l->namelen};
@@ -232,11 +233,11 @@ const rlock__kind rlock__kind_reentrant = {
     .chan_prefix = "redisson_lock__channel",
     .wait = RLOCK__WAIT_SHARED,
     .attempt = attempt,
-    .abandon = abandon,
-    .release = release,
-    .force_release = force_release,
-    .count = count,
-    .holder_ttl = holder_ttl,
+    .abandon = rlock__reentrant_abandon,
+    .release = rlock__reentrant_release,
+    .force_release = rlock__reentrant_force_release,
+    .count = rlock__reentrant_count,
+    .holder_ttl = rlock__reentrant_holder_ttl,
     .renew = &rlock__script_renew,
     .wake = RLOCK__WAKE_ONE,
 };
