@@ -6,6 +6,7 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 
 import org.redisson.Redisson;
+import org.redisson.api.RFencedLock;
 import org.redisson.api.RLock;
 import org.redisson.api.RedissonClient;
 import org.redisson.config.Config;
@@ -156,6 +157,32 @@ final class PortingGuide {
         check(!lock.isLocked(), "thread A released it");
     }
 
+    // The storage write the fenced snippet stands for: it refuses tokens
+    // older than the newest it has seen.
+    private long newestToken;
+
+    private void writeBalance(long token) {
+        check(token > newestToken, "tokens increase");
+        newestToken = token;
+    }
+
+    // §14
+    private void fenced() throws InterruptedException {
+        RFencedLock lock = redisson.getFencedLock("example:port_fenced");
+        Long token = lock.lockAndGetToken();       // watchdog, like lock()
+        try {
+            writeBalance(token);                    // the store checks the token
+        } finally {
+            lock.unlock();
+        }
+        Long next = lock.tryLockAndGetToken(100, 10000, TimeUnit.MILLISECONDS);
+        if (next != null) {                         // null: still held elsewhere
+            lock.unlock();
+        }
+        Long latest = lock.getToken();              // 0 if never locked
+        check(next == null || (next > token && latest >= next), "fenced tokens");
+    }
+
     // §12: compiled, never run (it names its own server).
     static RLock mixedSnippet() {
         Config config = new Config();
@@ -177,7 +204,8 @@ final class PortingGuide {
             check(!reentrant.isLocked(), "transfer released it");
             g.forceUnlock();
             g.threads(redisson.getLock("example:port_threads"));
-            return 7;
+            g.fenced();
+            return 8;
         } finally {
             g.executor.shutdown();
         }
