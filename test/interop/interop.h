@@ -59,5 +59,6 @@ int t_mutex_mixed(void);
 int t_wire_unlock_latch(void);
 int t_wire_renewal_batch(void);
 int t_porting_guide(void);
+int t_fenced_tokens(void);
 
 #endif

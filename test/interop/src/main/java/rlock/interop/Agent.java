@@ -18,6 +18,7 @@ import java.util.concurrent.TimeUnit;
 import org.redisson.Redisson;
 import org.redisson.api.RAtomicLong;
 import org.redisson.api.RBucket;
+import org.redisson.api.RFencedLock;
 import org.redisson.api.RList;
 import org.redisson.api.RLock;
 import org.redisson.api.RedissonClient;
@@ -54,6 +55,11 @@ import org.redisson.config.Config;
  *       ITERS critical sections under NAME: INCR KEY:inside must give 1,
  *       GET KEY:counter, sleep 1 ms, SET KEY:counter +1, RPUSH KEY:log J,
  *       DECR KEY:inside must give 0; then 1-8 ms outside the lock.
+ *   ftoken NAME LEASE_MS      -> ok TOKEN T_CALLED T_RETURNED  (RFencedLock
+ *                                lockAndGetToken(), with a lease when >= 0)
+ *   ftrytoken NAME WAIT_MS    -> ok TOKEN|null  (tryLockAndGetToken(wait))
+ *   funlock NAME              -> ok T_CALLED T_RETURNED  (the fenced lock's unlock)
+ *   gettoken NAME             -> ok getToken()
  *   guide                     -> ok N  (runs the porting guide's snippets;
  *                                err ClassNotFoundException in an agent-only build)
  */
@@ -65,6 +71,7 @@ public final class Agent {
     // keeps one: the object remembers the last explicit lease, which
     // Redisson's partial unlock applies.
     private static final Map<String, RLock> LOCKS = new ConcurrentHashMap<>();
+    private static final Map<String, RFencedLock> FENCED = new ConcurrentHashMap<>();
     private static RedissonClient redisson;
 
     private Agent() {
@@ -152,6 +159,22 @@ public final class Agent {
             return Boolean.toString(lock.isLocked());
         case "mutex":
             return mutex(lock, Integer.parseInt(r[4]), Long.parseLong(r[5]), r[6]);
+        case "ftoken": {
+            RFencedLock f = FENCED.computeIfAbsent(r[3], redisson::getFencedLock);
+            long lease = Long.parseLong(r[4]);
+            Long t = lease < 0 ? f.lockAndGetToken() : f.lockAndGetToken(lease, TimeUnit.MILLISECONDS);
+            return t + " " + t0 + " " + nowUs();
+        }
+        case "ftrytoken": {
+            RFencedLock f = FENCED.computeIfAbsent(r[3], redisson::getFencedLock);
+            Long t = f.tryLockAndGetToken(Long.parseLong(r[4]), TimeUnit.MILLISECONDS);
+            return String.valueOf(t);
+        }
+        case "funlock":
+            FENCED.computeIfAbsent(r[3], redisson::getFencedLock).unlock();
+            return t0 + " " + nowUs();
+        case "gettoken":
+            return String.valueOf(FENCED.computeIfAbsent(r[3], redisson::getFencedLock).getToken());
         case "guide": {
             // By name: agent-only builds (older Redisson) leave it out.
             Class<?> guide = Class.forName("rlock.interop.PortingGuide");
