@@ -106,6 +106,9 @@ typedef enum rlock_status {
                             write lock where a reentrant one is asked, or
                             the reverse) or a key of another type: nothing
                             was changed (since 0.3) */
+    RLOCK_ESTALE = 18,   /* a fenced write refused: a newer fence token
+                            has already written the key; nothing was
+                            written (since 0.3) */
 } rlock_status;
 
 /* The longest lock name rlock_new() accepts, in bytes (64 KiB); longer
@@ -481,6 +484,117 @@ RLOCK_API rlock_status rlock_hold_count(rlock *l, int64_t *count);
 /* Milliseconds left on the lock's lease (PTTL): -2 when not locked, -1 when
  * the key has no expiry (written by hand). */
 RLOCK_API rlock_status rlock_remain_ttl(rlock *l, int64_t *ttl_ms);
+
+/* ---- the fenced lock (since 0.3) ---------------------------------------
+ * A handle made by rlock_new_fenced() is Redisson's RFencedLock: the
+ * reentrant lock's hash, channel, unlock and renewal, plus a token that
+ * every acquisition, re-entry included, takes from the counter
+ * "redisson_lock_token:{name}" (no TTL): a number larger than every token
+ * handed out for the name before (docs/api.md, "Fenced lock", says what
+ * happens when that counter is lost). A resource that remembers the
+ * largest token it has seen and refuses smaller ones is safe from a
+ * holder that was paused past its lease. */
+
+/* The token of the calling thread's latest acquisition of l (the lock()
+ * or try_lock() that took or re-entered it; it stays until the thread
+ * releases its last hold: Redisson's lockAndGetToken() result). Reads
+ * only this client's memory: never blocks on Redis, any thread. Returns
+ * RLOCK_OK, RLOCK_EINVAL (NULL argument, or l is not a fenced lock),
+ * RLOCK_ENOTOWNER (the calling thread holds no hold of l), RLOCK_ELOST
+ * (it held one, and this client knows it is gone: a renewal found it
+ * missing, its explicit lease ran out, or a call on it answered
+ * RLOCK_ELOST; rlock_unlock() unwinds it), RLOCK_ECLOSED. */
+RLOCK_API rlock_status rlock_fence_token(rlock *l, int64_t *token);
+
+/* The newest token handed out for l's name by anyone (Redisson's
+ * getToken(): GET of the token counter); 0 when the counter does not
+ * exist, as Redisson answers. One round trip, at most
+ * command_timeout_ms. Returns RLOCK_OK, RLOCK_EINVAL (NULL argument, or l
+ * is not a fenced lock), RLOCK_EKIND (the counter holds another type),
+ * RLOCK_EPROTO (not a number), RLOCK_EIO, RLOCK_ETIMEDOUT, RLOCK_EREDIS,
+ * RLOCK_EPERM, RLOCK_ECLOSED, RLOCK_ENOMEM, RLOCK_EAUTH, RLOCK_EPOOL. */
+RLOCK_API rlock_status rlock_fence_token_latest(rlock *l, int64_t *token);
+
+/* Fenced writes: SET key value, or HSET key field value, run by Redis in
+ * one script only if the calling thread holds the fenced lock l (its
+ * field is in the lock's hash) and no write through these calls with a
+ * newer token of l has reached key; the write records its token (the
+ * calling thread's, rlock_fence_token()) in the hash "rlock_fence:{name}"
+ * (field "k:" + key). key and field are NUL-terminated; value is len
+ * bytes (value may be NULL when len is 0). In Redis Cluster, key must
+ * share the lock name's hash slot (give it the name as hash tag). An
+ * earlier call of this thread on l left in doubt is settled first. One
+ * round trip, at most command_timeout_ms; a write whose reply is lost
+ * (RLOCK_EIO, RLOCK_ETIMEDOUT) may have run, and is not sent again.
+ * Returns RLOCK_OK (written), RLOCK_EINVAL (NULL argument, or l is not a
+ * fenced lock), RLOCK_ENOTOWNER (the calling thread does not hold l;
+ * nothing written), RLOCK_ELOST (it held l, and the hold is gone: nothing
+ * written; rlock_unlock() answers RLOCK_ELOST too), RLOCK_ESTALE (a newer
+ * token has written key: nothing written), RLOCK_EKIND (the lock name,
+ * "rlock_fence:{name}" or, for the HSET, key holds another type: nothing
+ * written), RLOCK_EPERM (the ACL denies the script, a key or the command:
+ * nothing written), RLOCK_EIO, RLOCK_ETIMEDOUT, RLOCK_EREDIS, RLOCK_EPROTO,
+ * RLOCK_ECLOSED, RLOCK_ENOMEM, RLOCK_EAUTH, RLOCK_EPOOL. Any thread (the
+ * one that holds l). */
+RLOCK_API rlock_status rlock_fenced_set(rlock *l, const char *key, const void *value,
+                                        size_t len);
+RLOCK_API rlock_status rlock_fenced_hset(rlock *l, const char *key, const char *field,
+                                         const void *value, size_t len);
+
+/* ---- guarded commands, every kind (since 0.3) ---------------------------
+ * rlock_guarded() runs one Redis command only if the calling thread still
+ * holds the lock l, atomically with the check (one script: the thread's
+ * field is in the lock's hash; for the write half of a read/write lock,
+ * its ":write" field), so a holder paused past its lease can never
+ * overwrite what the next holder wrote. argv[0..argc-1] is the command and
+ * its arguments (argvlen[i] bytes each, or NUL-terminated when argvlen is
+ * NULL), 1 <= argc <= RLOCK_GUARDED_ARGS_MAX. In Redis Cluster its keys
+ * must share the lock name's hash slot. The command runs inside a Lua
+ * script: commands a script may not run (SUBSCRIBE, blocking forms, ...)
+ * are refused by Redis (RLOCK_EREDIS). An earlier call of this thread on
+ * l left in doubt is settled first. One round trip, at most
+ * command_timeout_ms; without an answer (RLOCK_EIO, RLOCK_ETIMEDOUT) the
+ * command may have run, and is not sent again.
+ * *reply (reply may be NULL: not wanted) gets the command's reply on
+ * RLOCK_OK, the caller's to free with rlock_reply_free().
+ * Returns RLOCK_OK (it ran), RLOCK_EINVAL, RLOCK_ENOTOWNER (the calling
+ * thread does not hold l: nothing ran), RLOCK_ELOST (it held l and the hold
+ * is gone, expired or force-unlocked: nothing ran; as from rlock_unlock(),
+ * which answers RLOCK_ELOST for it too), RLOCK_EKIND (the lock's key holds
+ * another type: nothing ran; or the command answered WRONGTYPE),
+ * RLOCK_EREDIS (the command answered another error, in
+ * rlock_last_error(): a failed command changes nothing), RLOCK_EPERM (the
+ * ACL denies the script or the command or its key: nothing ran), RLOCK_EIO,
+ * RLOCK_ETIMEDOUT, RLOCK_EPROTO, RLOCK_ECLOSED, RLOCK_ENOMEM, RLOCK_EAUTH,
+ * RLOCK_EPOOL. Any thread (the one that holds l). */
+#define RLOCK_GUARDED_ARGS_MAX 7000
+typedef struct rlock_reply rlock_reply; /* a command's reply; opaque */
+RLOCK_API rlock_status rlock_guarded(rlock *l, int argc, const char *const *argv,
+                                     const size_t *argvlen, rlock_reply **reply);
+
+/* A reply's type, as Redis (RESP2) answered: a nil reply is
+ * RLOCK_REPLY_NIL, a status such as OK is RLOCK_REPLY_STATUS. */
+typedef enum rlock_reply_type {
+    RLOCK_REPLY_NIL = 0,
+    RLOCK_REPLY_INTEGER = 1,
+    RLOCK_REPLY_STRING = 2,
+    RLOCK_REPLY_STATUS = 3,
+    RLOCK_REPLY_ARRAY = 4,
+    RLOCK_REPLY_ERROR = 5, /* only as an element of an array */
+} rlock_reply_type;
+/* Reading a reply, never failing: its type (RLOCK_REPLY_NIL for NULL); its
+ * integer (0 unless RLOCK_REPLY_INTEGER); its bytes (a string, status or
+ * error: NUL-terminated, *len bytes when len is not NULL; else NULL and
+ * *len 0), valid until the reply is freed; its elements (an array: their
+ * number, else 0; element i, or NULL when out of range), owned by the
+ * reply. rlock_reply_free() frees a reply rlock_guarded() returned (not
+ * an element); NULL is a no-op. Any thread. */
+RLOCK_API rlock_reply_type rlock_reply_type_of(const rlock_reply *r);
+RLOCK_API int64_t rlock_reply_integer(const rlock_reply *r);
+RLOCK_API const char *rlock_reply_string(const rlock_reply *r, size_t *len);
+RLOCK_API size_t rlock_reply_elements(const rlock_reply *r);
+RLOCK_API const rlock_reply *rlock_reply_element(const rlock_reply *r, size_t i);
+RLOCK_API void rlock_reply_free(rlock_reply *r);
 
 /* Counters of one client, for benchmarks and monitoring. */
 typedef enum rlock_stat {

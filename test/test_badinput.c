@@ -693,9 +693,9 @@ Test(badinput, status_strings_for_every_value)
         "RLOCK_ENOTOWNER", "RLOCK_ELOST",  "RLOCK_EIO",     "RLOCK_ETIMEDOUT",
         "RLOCK_EREDIS",    "RLOCK_EPROTO", "RLOCK_ECLOSED", "RLOCK_EAUTH",
         "RLOCK_ECANCELED", "RLOCK_EPOOL",  "RLOCK_EPERM",   "RLOCK_ETLS",
-        "RLOCK_EDEADLK",   "RLOCK_EKIND",
+        "RLOCK_EDEADLK",   "RLOCK_EKIND",  "RLOCK_ESTALE",
     };
-    for (int s = 0; s <= RLOCK_EKIND; s++) {
+    for (int s = 0; s <= RLOCK_ESTALE; s++) {
         cr_assert_str_eq(rlock_status_name((rlock_status)s), names[s]);
         const char *e = rlock_strerror((rlock_status)s);
         cr_assert(e != NULL && e[0] != '\0');
@@ -704,7 +704,7 @@ Test(badinput, status_strings_for_every_value)
                               names[s], names[t]);
         }
     }
-    const int unknown[] = {18, 19, 100, -1, -100, INT_MAX, INT_MIN};
+    const int unknown[] = {19, 20, 100, -1, -100, INT_MAX, INT_MIN};
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
         rlock_status s = (rlock_status)unknown[i];
         cr_assert_str_eq(rlock_status_name(s), "RLOCK_UNKNOWN", "value %d", unknown[i]);

@@ -31,6 +31,7 @@ static const struct {
                     "TLS failed: certificate not trusted or refused, or TLS not spoken"},
     [RLOCK_EDEADLK] = {"RLOCK_EDEADLK", "the calling thread holds the lock it would wait for"},
     [RLOCK_EKIND] = {"RLOCK_EKIND", "the name holds another kind of lock or another type"},
+    [RLOCK_ESTALE] = {"RLOCK_ESTALE", "a newer fence token has already written the key"},
 };
 
 #define NSTATUS (sizeof table / sizeof table[0])

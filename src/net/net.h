@@ -166,6 +166,9 @@ extern const rlock__script rlock__script_abandon;
 extern const rlock__script rlock__script_unlock;
 extern const rlock__script rlock__script_force_unlock;
 extern const rlock__script rlock__script_renew;
+extern const rlock__script rlock__script_fenced_acquire;
+extern const rlock__script rlock__script_fenced_write;
+extern const rlock__script rlock__script_guarded;
 
 /* One call of a script or command. */
 typedef struct rlock__call {

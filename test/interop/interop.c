@@ -95,6 +95,7 @@ static const struct {
     {"wire_unlock_latch", t_wire_unlock_latch},
     {"wire_renewal_batch", t_wire_renewal_batch},
     {"mutex_mixed", t_mutex_mixed},
+    {"fenced_tokens", t_fenced_tokens},
     {"porting_guide", t_porting_guide},
     {"fair_fifo", t_fair_fifo},
     {"fair_force", t_fair_force},

@@ -74,6 +74,8 @@ int t_mutex_mixed(void);
 int t_wire_unlock_latch(void);
 int t_wire_renewal_batch(void);
 int t_porting_guide(void);
+/* fenced.c */
+int t_fenced_tokens(void);
 /* kinds.c: the rest of the lock family */
 int t_fair_fifo(void);
 int t_fair_force(void);

@@ -7,6 +7,7 @@ import java.util.concurrent.TimeUnit;
 
 import org.redisson.Redisson;
 import org.redisson.api.LockOptions;
+import org.redisson.api.RFencedLock;
 import org.redisson.api.RLock;
 import org.redisson.api.RedissonClient;
 import org.redisson.config.Config;
@@ -171,6 +172,30 @@ final class PortingGuide {
                 new LockOptions.ExponentialBackOff().initialDelay(2).maxDelay(64));
         check(quick.tryLock(), "the spin lock with its own back-off is free");
         quick.unlock();
+    // The storage write the fenced snippet stands for: it refuses tokens
+    // older than the newest it has seen.
+    private long newestToken;
+
+    private void writeBalance(long token) {
+        check(token > newestToken, "tokens increase");
+        newestToken = token;
+    }
+
+    // §14
+    private void fenced() throws InterruptedException {
+        RFencedLock lock = redisson.getFencedLock("example:port_fenced");
+        Long token = lock.lockAndGetToken();       // watchdog, like lock()
+        try {
+            writeBalance(token);                    // the store checks the token
+        } finally {
+            lock.unlock();
+        }
+        Long next = lock.tryLockAndGetToken(100, 10000, TimeUnit.MILLISECONDS);
+        if (next != null) {                         // null: still held elsewhere
+            lock.unlock();
+        }
+        Long latest = lock.getToken();              // 0 if never locked
+        check(next == null || (next > token && latest >= next), "fenced tokens");
     }
 
     // §12: compiled, never run (it names its own server).
@@ -195,6 +220,7 @@ final class PortingGuide {
             g.forceUnlock();
             g.threads(redisson.getLock("example:port_threads"));
             g.spin();
+            g.fenced();
             return 8;
         } finally {
             g.executor.shutdown();
