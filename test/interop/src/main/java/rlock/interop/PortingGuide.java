@@ -172,6 +172,8 @@ final class PortingGuide {
                 new LockOptions.ExponentialBackOff().initialDelay(2).maxDelay(64));
         check(quick.tryLock(), "the spin lock with its own back-off is free");
         quick.unlock();
+    }
+
     // The storage write the fenced snippet stands for: it refuses tokens
     // older than the newest it has seen.
     private long newestToken;
@@ -221,7 +223,7 @@ final class PortingGuide {
             g.threads(redisson.getLock("example:port_threads"));
             g.spin();
             g.fenced();
-            return 8;
+            return 9;
         } finally {
             g.executor.shutdown();
         }
