@@ -88,7 +88,8 @@ import org.redisson.config.Config;
  *       KEY:readers.
  *   guide                     -> ok N  (runs the porting guide's snippets;
  *                                err ClassNotFoundException in an agent-only build)
- *   fair.COMMAND NAME ...     -> COMMAND fair:NAME ... (another spelling)
+ *   fair.COMMAND NAME ...     -> COMMAND fair:NAME ... (another spelling;
+ *                                so are read@NAME and write@NAME)
  */
 public final class Agent {
     private static final PrintStream OUT =
@@ -231,6 +232,10 @@ public final class Agent {
             // "fair.COMMAND NAME ...": the same as "COMMAND fair:NAME ..."
             cmd = cmd.substring(5);
             r[3] = "fair:" + r[3];
+        }
+        if (r.length > 3 && (r[3].startsWith("read@") || r[3].startsWith("write@"))) {
+            // "read@NAME", "write@NAME": the same as "read:NAME", "write:NAME"
+            r[3] = r[3].replaceFirst("@", ":");
         }
         if (r.length > 3) {
             // The token commands take a bare NAME as a fenced lock's; and
