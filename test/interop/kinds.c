@@ -928,7 +928,9 @@ int t_rw_downgrade(void)
  * keys, so it keeps an rlock reader whose lease ran out alive (spec §11
  * item 26). And Redisson 3.44-3.52's read renewal fails with a Lua error
  * once any reader of the name has re-entered (an rlock reader here), so
- * its own readers stop being renewed; fixed in 4.0. */
+ * its own readers stop being renewed; fixed in 4.0. Its Java readers run
+ * on a Redisson client of their own: on 3.44-3.52 one failing read lock
+ * stops the renewal of every read lock of a client, other tests' too. */
 int t_rw_renewal(void)
 {
     NEED(rlock_new_read);
@@ -941,8 +943,8 @@ int t_rw_renewal(void)
     CHECK(c1 && c2, "cw_new");
     c_field(c1->tid, cf1, sizeof cf1);
     c_field(c2->tid, cf2, sizeof cf2);
-    CHECK(java_field("r1", jf1, sizeof jf1) == 0, "whoami");
-    CHECK(java_field("r2", jf2, sizeof jf2) == 0, "whoami");
+    CHECK(java_field("rwren.r1", jf1, sizeof jf1) == 0, "whoami");
+    CHECK(java_field("rwren.r2", jf2, sizeof jf2) == 0, "whoami");
     new_name(a, sizeof a, "rw_renewal_a");
     new_name(c, sizeof c, "rw_renewal_c");
     new_name(b, sizeof b, "rw_renewal_b");
@@ -956,12 +958,12 @@ int t_rw_renewal(void)
 
     /* a: a Java reader renewed by its watchdog, a C reader with a lease.
      * c: a C reader renewed by its watchdog, a Java reader with a lease. */
-    JOK(&r, "r1", "lock read:%s -1", a);
+    JOK(&r, "rwren.r1", "lock read:%s -1", a);
     cw_post(c1, la, COP_LOCK, lease, 0);
     CHECK_ST(cw_wait(c1, tms(5000)), RLOCK_OK);
     cw_post(c2, lc, COP_LOCK, RLOCK_WATCHDOG, 0);
     CHECK_ST(cw_wait(c2, tms(5000)), RLOCK_OK);
-    JOK(&r, "r2", "lock read:%s %lld", c, (long long)lease);
+    JOK(&r, "rwren.r2", "lock read:%s %lld", c, (long long)lease);
     sleep_ms(lease + tms(500));
     /* rlock renews its own reader only: the Java reader's key is gone,
      * the lock is alive for rlock's reader. */
@@ -986,11 +988,11 @@ int t_rw_renewal(void)
     st = (rlock_status)cw_wait(c1, tms(5000));
     CHECK(st == RLOCK_ELOST || st == RLOCK_OK, "unlock of a read hold past its lease: %s",
           rlock_status_name(st));
-    JOK(&r, "r1", "unlock read:%s", a);
+    JOK(&r, "rwren.r1", "unlock read:%s", a);
     cw_post(c2, lc, COP_UNLOCK, 0, 0);
     CHECK_ST(cw_wait(c2, tms(5000)), RLOCK_OK);
     /* r2's lease ran out; Redisson's unlock of it is refused or not */
-    CHECK(agent_call(&J, &r, "r2", "unlock read:%s", c) == 0, "agent call");
+    CHECK(agent_call(&J, &r, "rwren.r2", "unlock read:%s", c) == 0, "agent call");
     CHECK_INT(r_int("EXISTS %s %s %s", c, kc_c, kc_j), 0);
 
     /* b: rlock's reader re-entered (count 2), then a Java reader, both
@@ -1004,7 +1006,7 @@ int t_rw_renewal(void)
     CHECK_ST(cw_wait(c1, tms(5000)), RLOCK_OK);
     cw_post(c1, lb, COP_LOCK, RLOCK_WATCHDOG, 0);
     CHECK_ST(cw_wait(c1, tms(5000)), RLOCK_OK);
-    JOK(&r, "r1", "lock read:%s -1", b);
+    JOK(&r, "rwren.r1", "lock read:%s -1", b);
     sleep_ms(JWD * 3 / 2);
     /* (before 4.4 Redisson renews rlock's keys too, to its own lease) */
     CHECK_RANGE(r_int("PTTL %s", kb_c1), 1, JWD);
@@ -1020,12 +1022,13 @@ int t_rw_renewal(void)
     } else {
         CHECK_RANGE(own, 1, JWD);
     }
-    CHECK(agent_call(&J, &r, "r1", "unlock read:%s", b) == 0, "agent call");
+    CHECK(agent_call(&J, &r, "rwren.r1", "unlock read:%s", b) == 0, "agent call");
     for (int i = 0; i < 2; i++) {
         cw_post(c1, lb, COP_UNLOCK, 0, 0);
         CHECK_ST(cw_wait(c1, tms(5000)), RLOCK_OK);
     }
     CHECK_INT(r_int("EXISTS %s %s %s %s", b, kb_c1, kb_c2, kb_j), 0);
+    JOK(&r, "rwren.r1", "shutdown");
     rlock_free(la);
     rlock_free(lc);
     rlock_free(lb);
@@ -1040,17 +1043,18 @@ int t_rw_renewal(void)
  * names only one keeps its timeout key alive; the other's expires after
  * one lease although its field stays. An rlock reader's (or any) read
  * unlock then counts that Java reader as gone. Fixed in 4.0. Before 3.44
- * each lock is renewed by its own call. */
+ * each lock is renewed by its own call. On a Redisson client of its own,
+ * whose batch holds exactly these two locks. */
 int t_rw_renewal_batch(void)
 {
     NEED(rlock_new_read);
     struct reply r;
     char n[2][128], jf[160], k[2][KSZ];
-    CHECK(java_field("r1", jf, sizeof jf) == 0, "whoami");
+    CHECK(java_field("rwbatch.r1", jf, sizeof jf) == 0, "whoami");
     for (int i = 0; i < 2; i++) {
         new_name(n[i], sizeof n[i], "rw_renewal_batch");
         rw_timeout_key(n[i], jf, 1, k[i], sizeof k[i]);
-        JOK(&r, "r1", "lock read:%s -1", n[i]);
+        JOK(&r, "rwren.r1", "lock read:%s -1", n[i]);
     }
     sleep_ms(JWD * 3 / 2);
     int alive = 0;
@@ -1070,9 +1074,10 @@ int t_rw_renewal_batch(void)
         CHECK_INT(alive, 2);
     }
     for (int i = 0; i < 2; i++) {
-        JOK(&r, "r1", "unlock read:%s", n[i]);
+        JOK(&r, "rwren.r1", "unlock read:%s", n[i]);
         CHECK_INT(r_int("EXISTS %s", n[i]), 0);
     }
+    JOK(&r, "rwbatch.r1", "shutdown");
     return 0;
 }
 

@@ -55,7 +55,13 @@ import org.redisson.config.Config;
  * plain lock, as before.
  *
  * Commands (LEASE_MS < 0: no lease, the watchdog renews the hold):
+ * A WORKER called GROUP.NAME runs on a Redisson client of its own per
+ * GROUP (made on first use, same configuration), so a test can keep other
+ * tests' watchdog and renewal state away from its locks.
+ *
  *   whoami                    -> ok CLIENT_ID:THREAD_ID
+ *   shutdown                  -> ok true  (a GROUP.NAME worker: its group's
+ *                                client is shut down; the next use makes a new one)
  *   lock NAME LEASE_MS        -> ok T_CALLED T_RETURNED
  *   trylock NAME WAIT_MS LEASE_MS -> ok true|false T_CALLED T_RETURNED
  *                                (WAIT_MS < 0: tryLock() without arguments)
@@ -100,6 +106,11 @@ public final class Agent {
     // which Redisson's partial unlock applies.
     private static final Map<String, RLock> LOCKS = new ConcurrentHashMap<>();
     private static RedissonClient redisson;
+    // Workers named GROUP.NAME use a Redisson client of their own per GROUP
+    // (same configuration, its own id, watchdogs and renewal tasks), so a
+    // test can keep other tests' renewal state away from its locks.
+    private static final Map<String, RedissonClient> CLIENTS = new ConcurrentHashMap<>();
+    private static Config config;
 
     /** What this Redisson version does not have (reply "err Unsupported ..."). */
     static final class Unsupported extends RuntimeException {
@@ -130,6 +141,19 @@ public final class Agent {
     }
 
     /** A RedissonClient method some versions lack (the 4.4+ non-reentrant locks). */
+    /** The worker's group ("" for the main client). */
+    static String group() {
+        String w = Thread.currentThread().getName().substring("agent-".length());
+        int i = w.indexOf('.');
+        return i > 0 ? w.substring(0, i) : "";
+    }
+
+    /** The Redisson client of the calling worker. */
+    static RedissonClient client() {
+        String g = group();
+        return g.isEmpty() ? redisson : CLIENTS.computeIfAbsent(g, x -> Redisson.create(config));
+    }
+
     private static RLock byReflection(String method, String name) {
         Method m;
         try {
@@ -138,7 +162,7 @@ public final class Agent {
             throw new Unsupported("Redisson " + VERSION + " has no " + method);
         }
         try {
-            return (RLock) m.invoke(redisson, name);
+            return (RLock) m.invoke(client(), name);
         } catch (IllegalAccessException e) {
             throw new IllegalStateException(e);
         } catch (InvocationTargetException e) {
@@ -150,26 +174,26 @@ public final class Agent {
         String name = nameOf(qname);
         switch (kindOf(qname)) {
         case "fair":
-            return redisson.getFairLock(name);
+            return client().getFairLock(name);
         case "read":
-            return redisson.getReadWriteLock(name).readLock();
+            return client().getReadWriteLock(name).readLock();
         case "write":
-            return redisson.getReadWriteLock(name).writeLock();
+            return client().getReadWriteLock(name).writeLock();
         case "fenced":
-            return redisson.getFencedLock(name);
+            return client().getFencedLock(name);
         case "spin":
-            return redisson.getSpinLock(name);
+            return client().getSpinLock(name);
         case "nonreentrant":
             return byReflection("getNonReentrantLock", name);
         case "fairnonreentrant":
             return byReflection("getNonReentrantFairLock", name);
         default:
-            return redisson.getLock(name);
+            return client().getLock(name);
         }
     }
 
     static RLock lockOf(String qname) {
-        return LOCKS.computeIfAbsent(qname, Agent::newLock);
+        return LOCKS.computeIfAbsent(group() + " " + qname, k -> newLock(qname));
     }
 
     private static RFencedLock fenced(RLock lock, String qname) {
@@ -260,11 +284,12 @@ public final class Agent {
                 break;
             }
         }
-        RLock lock = r.length > 3 && !cmd.equals("whoami") && !cmd.equals("guide") ? lockOf(r[3]) : null;
+        RLock lock = r.length > 3 && !cmd.equals("whoami") && !cmd.equals("guide")
+                && !cmd.equals("shutdown") ? lockOf(r[3]) : null;
         long t0 = nowUs();
         switch (cmd) {
         case "whoami":
-            return redisson.getId() + ":" + Thread.currentThread().getId();
+            return client().getId() + ":" + Thread.currentThread().getId();
         case "lock": {
             long lease = Long.parseLong(r[4]);
             if (lease < 0) {
@@ -319,6 +344,18 @@ public final class Agent {
                     TimeUnit.MILLISECONDS));
         case "mutex":
             return mutex(lock, kindOf(r[3]), Integer.parseInt(r[4]), Long.parseLong(r[5]), r[6]);
+        case "shutdown": { // the worker's group client: shut down, forgotten
+            String g = group();
+            if (g.isEmpty()) {
+                throw new IllegalArgumentException("shutdown: only a GROUP.NAME worker's client");
+            }
+            RedissonClient c = CLIENTS.remove(g);
+            LOCKS.keySet().removeIf(k -> k.startsWith(g + " "));
+            if (c != null) {
+                c.shutdown();
+            }
+            return "true";
+        }
         case "guide": {
             // By name: agent-only builds (older Redisson) leave it out.
             Class<?> guide = Class.forName("rlock.interop.PortingGuide");
@@ -332,6 +369,7 @@ public final class Agent {
 
     private static String mutex(RLock lock, String kind, int iters, long lease, String key)
             throws Exception {
+        RedissonClient redisson = client();
         RAtomicLong inside = redisson.getAtomicLong(key + ":inside");
         RAtomicLong readers = redisson.getAtomicLong(key + ":readers");
         RAtomicLong reads = redisson.getAtomicLong(key + ":reads");
@@ -408,7 +446,7 @@ public final class Agent {
         // Anything else that prints (the guide's snippets, library warnings)
         // goes to stderr; stdout carries only replies.
         System.setOut(System.err);
-        Config config = new Config();
+        config = new Config();
         config.setLockWatchdogTimeout(Long.parseLong(args[1]));
         config.useSingleServer().setAddress(args[0]);
         VERSION = args[2];
