@@ -1054,7 +1054,7 @@ int t_rw_renewal_batch(void)
     for (int i = 0; i < 2; i++) {
         new_name(n[i], sizeof n[i], "rw_renewal_batch");
         rw_timeout_key(n[i], jf, 1, k[i], sizeof k[i]);
-        JOK(&r, "rwren.r1", "lock read:%s -1", n[i]);
+        JOK(&r, "rwbatch.r1", "lock read:%s -1", n[i]);
     }
     sleep_ms(JWD * 3 / 2);
     int alive = 0;
@@ -1074,7 +1074,7 @@ int t_rw_renewal_batch(void)
         CHECK_INT(alive, 2);
     }
     for (int i = 0; i < 2; i++) {
-        JOK(&r, "rwren.r1", "unlock read:%s", n[i]);
+        JOK(&r, "rwbatch.r1", "unlock read:%s", n[i]);
         CHECK_INT(r_int("EXISTS %s", n[i]), 0);
     }
     JOK(&r, "rwbatch.r1", "shutdown");
