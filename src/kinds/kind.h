@@ -35,6 +35,13 @@ extern const rlock__kind rlock__kind_spin;
 extern const rlock__kind rlock__kind_nonreentrant;
 extern const rlock__kind rlock__kind_fair_nonreentrant;
 
+/* The reentrant lock's operations that other kinds whose hash has the
+ * same layout share (reentrant.c): the owner's count (HGET name owner) and
+ * the holder's lease (PTTL name). */
+rlock_status rlock__reentrant_count(struct rlock *l, const char *owner, int64_t *count,
+                                   int64_t deadline_ms);
+rlock_status rlock__reentrant_holder_ttl(struct rlock *l, int64_t *ttl, int64_t deadline_ms);
+
 /* Reply parsers, kept apart from I/O so they can be fuzzed. Each returns
  * RLOCK_OK with *out set, or RLOCK_EPROTO / the error reply's status. */
 rlock_status rlock__parse_attempt(const redisReply *r, rlock__attempt *out);

@@ -211,7 +211,7 @@ static rlock_status force_release(rlock *l, bool *was_locked, int64_t deadline_m
     return st;
 }
 
-static rlock_status count(rlock *l, const char *owner, int64_t *out, int64_t deadline_ms)
+rlock_status rlock__reentrant_count(rlock *l, const char *owner, int64_t *out, int64_t deadline_ms)
 {
     const char *args[3] = {"HGET", l->name, owner};
     size_t lens[3] = {4, l->namelen, strlen(owner)};
@@ -219,7 +219,7 @@ static rlock_status count(rlock *l, const char *owner, int64_t *out, int64_t dea
     return rlock__run_int(l->c, &call, out, deadline_ms);
 }
 
-static rlock_status holder_ttl(rlock *l, int64_t *ttl, int64_t deadline_ms)
+rlock_status rlock__reentrant_holder_ttl(rlock *l, int64_t *ttl, int64_t deadline_ms)
 {
     const char *args[2] = {"PTTL", l->name};
     size_t lens[2] = {4, l->namelen};
@@ -235,8 +235,8 @@ const rlock__kind rlock__kind_reentrant = {
     .abandon = abandon,
     .release = release,
     .force_release = force_release,
-    .count = count,
-    .holder_ttl = holder_ttl,
+    .count = rlock__reentrant_count,
+    .holder_ttl = rlock__reentrant_holder_ttl,
     .renew = &rlock__script_renew,
     .wake = RLOCK__WAKE_ONE,
 };
