@@ -37,11 +37,11 @@ static void fake_init(void)
     if (pipe2(fake.wake_pipe, O_NONBLOCK | O_CLOEXEC) != 0) {
         abort();
     }
-    bool behind;
+    bool behind, live;
     int64_t hint;
     /* A waiter on the channel "ch", so that messages wake somebody. */
-    if (rlock__chan_join(&fake, "ch", 2, RLOCK__WAKE_ONE, &chan, &waiter, &behind, &hint) !=
-        RLOCK_OK) {
+    if (rlock__chan_join(&fake, "ch", 2, RLOCK__WAKE_ONE, &chan, &waiter, &behind, &hint, NULL,
+                         &live) != RLOCK_OK) {
         abort();
     }
 }
