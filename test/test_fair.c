@@ -755,7 +755,12 @@ Test(fair, nonreentrant_second_lock_by_the_holder_is_edeadlk_at_once)
     th_ok(rlock_lock(l, 20000));
     long long ttl0 = th_pttl(r, name);
     int64_t t0 = th_now_ms();
+    uint64_t cmds0 = 0, cmds1 = 0;
+    th_ok(rlock_client_stat(c, RLOCK_STAT_COMMANDS, &cmds0));
     th_assert_status(rlock_lock(l, 60000), RLOCK_EDEADLK);
+    th_ok(rlock_client_stat(c, RLOCK_STAT_COMMANDS, &cmds1));
+    cr_assert_eq(cmds1 - cmds0, 1, "%llu commands: one attempt, nothing to leave",
+                 (unsigned long long)(cmds1 - cmds0));
     th_assert_status(rlock_try_lock(l, 5000, 60000), RLOCK_EDEADLK);
     th_assert_status(rlock_try_lock(l, 0, 60000), RLOCK_EDEADLK);
     cr_assert(th_now_ms() - t0 < th_ms(1000), "at once");

@@ -99,7 +99,10 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
      * them (or the thread that just released would win again and again). */
     bool skip = k->wait == RLOCK__WAIT_SHARED && wait_ms != 0 && held == 0 &&
                 rlock__chan_queued(c, l->channel, l->chanlen);
-    bool attempted = false; /* an attempt went out: the kind may have queued us */
+    /* An attempt answered "held elsewhere", or went unanswered: the kind
+     * may have queued this waiter (the fair lock's queue in Redis). The
+     * other answers (taken, gone, spent, self, foreign) queue nobody. */
+    bool maybe_queued = false;
     int64_t spin_last = 0, spin_tries = 0;
     /* The waiter's channel as it was right before the latest attempt, while
      * not joined; peeked: that attempt answered "held elsewhere". */
@@ -126,7 +129,6 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
                 rlock__waitq_peek(l, &seen);
             }
             st = k->attempt(l, owner, lease, held, wait_ms, rid, resend, &a, sent + cmd_ms);
-            attempted = true;
             if (st == RLOCK_OK && a.what == RLOCK__TAKEN) {
                 /* The TTL was set by whichever copy ran: no earlier than
                  * the first send. */
@@ -165,6 +167,10 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
                 st = rlock__fail(RLOCK_EKIND, "the name holds another kind of lock than %s",
                                  k->name);
                 break;
+            }
+            if ((st == RLOCK_OK && a.what == RLOCK__HELD) || st == RLOCK_EIO ||
+                st == RLOCK_ETIMEDOUT) {
+                maybe_queued = true;
             }
             if (st == RLOCK_OK) { /* RLOCK__HELD */
                 st = rlock__fail(RLOCK_EBUSY, "the lock is held by another owner");
@@ -258,7 +264,7 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
         }
     }
     rlock__waitq_leave(c, &q, st == RLOCK_OK, rlock__now_ms() + lease);
-    if (st != RLOCK_OK && attempted && k->give_up) {
+    if (st != RLOCK_OK && maybe_queued && k->give_up) {
         /* The kind's queue in Redis (the fair lock's) lets the others
          * behind go first. A give-up that fails leaves the place to be
          * purged when its deadline passes, as Redisson's would be. */
