@@ -45,8 +45,8 @@ static int64_t slot_of(const rlock *l, int64_t wait_ms)
 }
 
 static rlock_status attempt_as(rlock *l, const char *owner, int64_t lease_ms, int64_t held,
-                               int64_t wait_ms, const char *rid, bool resend,
-                               rlock__attempt *out, int64_t deadline_ms, bool reentrant)
+                               int64_t wait_ms, const char *rid, bool resend, rlock__attempt *out,
+                               int64_t deadline_ms, bool reentrant)
 {
     fair_keys k;
     if (!keys_of(l, &k)) {
@@ -66,11 +66,21 @@ static rlock_status attempt_as(rlock *l, const char *owner, int64_t lease_ms, in
     size_t now_n = rlock__fmt_i64(now, rlock__wall_ms());
     /* wait_ms 0 (try once): Redisson's tryLock() variant, which never
      * queues. */
-    const char *args[13] = {l->name, k.q,   k.t, latch, lease,         owner,
-                            have,    latch_ttl, resend ? "1" : "0",  slot,  now,
-                            wait_ms != 0 ? "1" : "0", reentrant ? "1" : "0"};
-    size_t lens[13] = {l->namelen, k.qlen, k.tlen, latchlen, lease_n, strlen(owner), have_n,
-                       ttl_n,      1,      slot_n, now_n,    1,       1};
+    const char *args[13] = {l->name,
+                            k.q,
+                            k.t,
+                            latch,
+                            lease,
+                            owner,
+                            have,
+                            latch_ttl,
+                            resend ? "1" : "0",
+                            slot,
+                            now,
+                            wait_ms != 0 ? "1" : "0",
+                            reentrant ? "1" : "0"};
+    size_t lens[13] = {l->namelen, k.qlen, k.tlen, latchlen, lease_n, strlen(owner), have_n, ttl_n,
+                       1,          slot_n, now_n,  1,        1};
     rlock__call call = {l->name, l->namelen, &rlock__script_fair_acquire, 4, 13, args, lens};
     redisReply *r = NULL;
     rlock_status st = rlock__run(l->c, &call, &r, deadline_ms);
@@ -135,10 +145,10 @@ static rlock_status abandon(rlock *l, const char *owner, const char *rid, int64_
     size_t ttl_n = rlock__fmt_i64(latch_ttl, rlock__acquire_latch_ttl(l->c));
     size_t have_n = rlock__fmt_i64(have, held);
     size_t now_n = rlock__fmt_i64(now, rlock__wall_ms());
-    const char *args[12] = {l->name, k.q,   k.t, l->channel, latch,     owner,
-                            latch_ttl, lease, "0", "publish",  have,      now};
-    size_t lens[12] = {l->namelen, k.qlen, k.tlen, l->chanlen, latchlen, strlen(owner),
-                       ttl_n,      lease_n, 1,     7,          have_n,   now_n};
+    const char *args[12] = {l->name,   k.q,   k.t, l->channel, latch, owner,
+                            latch_ttl, lease, "0", "publish",  have,  now};
+    size_t lens[12] = {l->namelen, k.qlen,  k.tlen, l->chanlen, latchlen, strlen(owner),
+                       ttl_n,      lease_n, 1,      7,          have_n,   now_n};
     rlock__call call = {l->name, l->namelen, &rlock__script_fair_abandon, 5, 12, args, lens};
     int64_t v = -1;
     rlock_status st = rlock__run_int(l->c, &call, &v, deadline_ms);
@@ -172,8 +182,8 @@ static rlock_status release(rlock *l, const char *owner, const char *rid, int64_
     size_t now_n = rlock__fmt_i64(now, rlock__wall_ms());
     const char *args[11] = {l->name, k.q,   k.t, l->channel, latch,    "0",
                             lease,   owner, now, "publish",  latch_ttl};
-    size_t lens[11] = {l->namelen, k.qlen, k.tlen, l->chanlen, latchlen, 1,
-                       lease_n,    strlen(owner), now_n, 7, ttl_n};
+    size_t lens[11] = {l->namelen, k.qlen,        k.tlen, l->chanlen, latchlen, 1,
+                       lease_n,    strlen(owner), now_n,  7,          ttl_n};
     rlock__call call = {l->name, l->namelen, &rlock__script_fair_unlock, 5, 11, args, lens};
     redisReply *r = NULL;
     rlock_status st = rlock__run(l->c, &call, &r, deadline_ms);

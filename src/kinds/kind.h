@@ -39,7 +39,7 @@ extern const rlock__kind rlock__kind_fair_nonreentrant;
  * same layout share (reentrant.c): the owner's count (HGET name owner) and
  * the holder's lease (PTTL name). */
 rlock_status rlock__reentrant_count(struct rlock *l, const char *owner, int64_t *count,
-                                   int64_t deadline_ms);
+                                    int64_t deadline_ms);
 rlock_status rlock__reentrant_holder_ttl(struct rlock *l, int64_t *ttl, int64_t deadline_ms);
 
 /* Reply parsers, kept apart from I/O so they can be fuzzed. Each returns

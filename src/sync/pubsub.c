@@ -338,10 +338,9 @@ void rlock__chan_peek(rlock_client *c, const char *channel, size_t len, rlock__c
     pthread_mutex_unlock(&c->ps_mu);
 }
 
-rlock_status rlock__chan_join(rlock_client *c, const char *channel, size_t len,
-                              rlock__wake wake, rlock__chan **out_ch, rlock__waiter **out_w,
-                              bool *queued_behind, int64_t *hint_until,
-                              const rlock__chan_seen *seen, bool *live)
+rlock_status rlock__chan_join(rlock_client *c, const char *channel, size_t len, rlock__wake wake,
+                              rlock__chan **out_ch, rlock__waiter **out_w, bool *queued_behind,
+                              int64_t *hint_until, const rlock__chan_seen *seen, bool *live)
 {
     rlock__waiter *w = calloc(1, sizeof *w);
     if (!w) {

@@ -92,9 +92,9 @@ void rlock__waitq_peek(rlock *l, rlock__chan_seen *seen)
     free(heap);
 }
 
-rlock_status rlock__waitq_join(rlock *l, rlock__waitq *q, rlock_cancel *cancel,
-                               int64_t deadline_ms, bool *behind, int64_t *hint_ms,
-                               const rlock__chan_seen *seen, bool *live)
+rlock_status rlock__waitq_join(rlock *l, rlock__waitq *q, rlock_cancel *cancel, int64_t deadline_ms,
+                               bool *behind, int64_t *hint_ms, const rlock__chan_seen *seen,
+                               bool *live)
 {
     rlock_client *c = l->c;
     rlock_status st;
