@@ -424,47 +424,56 @@ static int child_waiter(void *arg)
     return rc;
 }
 
+/* What the parent of the forked waiters holds while they run: kept at file
+ * scope, so that a child (which exits without freeing its copy) still
+ * reaches it, and valgrind's check at the child's exit counts none of it
+ * lost. */
+static struct {
+    rlock_client *c;
+    rlock *l;
+    char *name, *q, *log;
+    redisContext *x;
+} forked;
+
 Test(fair, waiting_processes_acquire_in_fifo_order)
 {
     if (!TH_FORKED_CHILD_CAN_MAKE_CLIENTS) {
         cr_skip_test("a fork()ed child cannot make a client under this sanitizer");
     }
-    rlock_client *c = fair_client(0, 0);
-    char *name = th_name("fair-procs");
-    char *q = qkey(name);
-    char *log = NULL;
-    cr_assert(asprintf(&log, "%s:log", name) > 0);
-    rlock *l;
-    th_ok(rlock_new_fair(c, name, &l));
-    th_ok(rlock_lock(l, RLOCK_WATCHDOG));
+    forked.c = fair_client(0, 0);
+    forked.name = th_name("fair-procs");
+    forked.q = qkey(forked.name);
+    cr_assert(asprintf(&forked.log, "%s:log", forked.name) > 0);
+    th_ok(rlock_new_fair(forked.c, forked.name, &forked.l));
+    th_ok(rlock_lock(forked.l, RLOCK_WATCHDOG));
     enum { N = 4 };
     pid_t pid[N];
-    child_arg a[N];
+    static child_arg a[N];
     for (int i = 0; i < N; i++) {
-        a[i] = (child_arg){name, log, i};
+        a[i] = (child_arg){forked.name, forked.log, i};
         pid[i] = th_fork(child_waiter, &a[i]);
         /* The next child starts once this one is queued. */
-        cr_assert(TH_POLL(llen(q) == i + 1, 5000), "child %d queued", i);
+        cr_assert(TH_POLL(llen(forked.q) == i + 1, 5000), "child %d queued", i);
     }
-    th_ok(rlock_unlock(l));
+    th_ok(rlock_unlock(forked.l));
     for (int i = 0; i < N; i++) {
         cr_assert_eq(th_wait_bounded(pid[i], 10000), 0, "child %d", i);
     }
-    redisReply *rep = th_cmd(r, "LRANGE %s 0 -1", log);
+    redisReply *rep = th_cmd(r, "LRANGE %s 0 -1", forked.log);
     cr_assert_eq(rep->elements, (size_t)N);
     for (int i = 0; i < N; i++) {
         cr_assert_eq(atoi(rep->element[i]->str), i, "place %d went to child %s", i,
                      rep->element[i]->str);
     }
     freeReplyObject(rep);
-    cr_assert_eq(th_exists(r, q), 0);
-    cr_assert_eq(th_exists(r, name), 0);
-    th_run(r, "DEL %s", log);
-    free(log);
-    free(q);
-    rlock_free(l);
-    free(name);
-    rlock_client_free(c);
+    cr_assert_eq(th_exists(r, forked.q), 0);
+    cr_assert_eq(th_exists(r, forked.name), 0);
+    th_run(r, "DEL %s", forked.log);
+    free(forked.log);
+    free(forked.q);
+    rlock_free(forked.l);
+    free(forked.name);
+    rlock_client_free(forked.c);
 }
 
 /* ---- only the head is woken ------------------------------------------- */
@@ -1127,9 +1136,10 @@ Test(fair, four_processes_contending_cost_three_commands_per_acquisition)
     }
     th_server s;
     th_server_start(&s);
-    redisContext *x = th_redis(s.port);
-    char *name = th_name("fair-contend");
-    ct_arg proto = {.port = s.port, .name = name, .run_ms = th_ms(2000)};
+    redisContext *x = forked.x = th_redis(s.port);
+    char *name = forked.name = th_name("fair-contend");
+    static ct_arg proto;
+    proto = (ct_arg){.port = s.port, .name = name, .run_ms = th_ms(2000)};
     pid_t pid[CT_PROCS];
     for (int i = 0; i < CT_PROCS; i++) {
         pid[i] = th_fork(ct_child, &proto);
@@ -1183,9 +1193,11 @@ Test(fair, four_processes_contending_cost_three_commands_per_acquisition)
                 CT_PROCS, CT_THREADS, total, scripts + subs, scripts, subs, min, max, fairness);
     cr_assert_eq(counter, total, "mutual exclusion: the counter saw every acquisition");
     /* Each acquisition: the attempt that queues, the head's attempt after
-     * its wake-up, the unlock. A waiter's channel lingers subscribed
-     * between its turns, so (un)subscribes are rare. */
-    cr_assert(scripts <= 3.0, "%.4f scripts per acquisition", scripts);
+     * its wake-up, the unlock; and a waiter that had to subscribe (its
+     * channel no longer lingering) attempts once more after subscribing.
+     * A waiter's channel lingers between its turns, so that is rare. */
+    cr_assert(evalsha + eval <= 3 * total + sub, "%.4f scripts per acquisition, %lld subscribes",
+              scripts, sub);
     cr_assert(subs <= 0.01, "%.4f (un)subscribes per acquisition", subs);
     cr_assert(fairness >= 0.8, "per-worker min/max %lld/%lld", min, max);
     redisFree(x);
