@@ -19,7 +19,9 @@
 --        3 the owner's holds are gone (expired, force-unlocked)
 -- Every reply: the owner is in neither Q nor T afterwards. The deadlines
 -- behind it are left as they are (the slot it queued with is not known
--- here): a dead waiter behind is purged one slot later, never earlier.
+-- here): a dead waiter behind is purged one slot later, never earlier. An
+-- owner that heads the queue of a free lock passes the turn on: ARGV[4] to
+-- the next live waiter, as fair_give_up.lua does.
 -- The latch ("0") stops a copy still on its way. The publish comes before
 -- any write, so a publish the server refuses (an ACL without the channel)
 -- leaves everything as it was.
@@ -40,34 +42,36 @@ if n > held and n > 1 then
     leave()
     return 1
 end
-if n > held then
-    -- The head after the dead ones, as a release finds it.
-    local now = tonumber(ARGV[7])
-    local dead = 0
-    local gone = {}
-    local head = false
-    while true do
-        local h = redis.call('lindex', KEYS[2], dead)
-        if h == false then
-            break
-        end
-        local s = false
-        if not gone[h] then
-            s = redis.call('zscore', KEYS[3], h)
-        end
-        if s == false or tonumber(s) > now then
-            head = h
-            break
-        end
+-- The queue as the next script will see it: the dead heads (deadline
+-- passed) its purge pops, the first live waiter (first), and the first
+-- live waiter other than the owner (next), who is to be told when the
+-- owner gives the lock back or leaves the head of a free lock's queue.
+local now = tonumber(ARGV[7])
+local q = redis.call('lrange', KEYS[2], 0, -1)
+local dead = 0
+local gone = {}
+local first = false
+local nxt = false
+for i = 1, #q do
+    local h = q[i]
+    local s = false
+    if not gone[h] then
+        s = redis.call('zscore', KEYS[3], h)
+    end
+    if first == false and s ~= false and tonumber(s) <= now then
         gone[h] = true
         dead = dead + 1
+    elseif first == false then
+        first = h
     end
-    if head == ARGV[1] then
-        -- its own place, left below: the next one is the head
-        head = redis.call('lindex', KEYS[2], dead + 1)
+    if first ~= false and h ~= ARGV[1] and (s == false or tonumber(s) > now) then
+        nxt = h
+        break
     end
-    if head ~= false then
-        redis.call(ARGV[5], KEYS[4] .. ':' .. head, ARGV[4])
+end
+if n > held then
+    if nxt ~= false then
+        redis.call(ARGV[5], KEYS[4] .. ':' .. nxt, ARGV[4])
     end
     for h in pairs(gone) do
         redis.call('zrem', KEYS[3], h)
@@ -79,6 +83,10 @@ if n > held then
     redis.call('set', KEYS[5], '0', 'px', ARGV[2])
     leave()
     return 2
+end
+if first == ARGV[1] and nxt ~= false and redis.call('exists', KEYS[1]) == 0 then
+    -- it heads a free lock's queue and leaves: the next one goes
+    redis.call(ARGV[5], KEYS[4] .. ':' .. nxt, ARGV[4])
 end
 redis.call('set', KEYS[5], '0', 'px', ARGV[2])
 leave()

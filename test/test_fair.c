@@ -1400,3 +1400,91 @@ Test(fair, queued_attempt_whose_reply_is_cut_waits_in_one_place)
     tp_free(px);
     th_server_stop(&s);
 }
+
+/* The calling thread's place queued through the kind (as an attempt
+ * would), behind a Java holder written by hand; then a waiting thread
+ * behind it; then the holder's lock vanishes without a release (its lease
+ * ran out): the waiter behind sleeps on the lease it saw. */
+static void head_of_a_free_lock(rlock *l, const char *name, const char *rid, fw *w,
+                                char **w_owner)
+{
+    th_run(r, "HSET %s " JAVA_UUID ":1 1", name);
+    th_run(r, "PEXPIRE %s 30000", name);
+    rlock__attempt a = fair_attempt(l, 0, 60000, rid, false);
+    cr_assert_eq(a.what, RLOCK__HELD);
+    fw_start(w);
+    *w_owner = fw_owner(w);
+    char *q = qkey(name);
+    wait_queued(q, 1, *w_owner);
+    char *och = own_channel(name, *w_owner);
+    th_wait_numsub(0, och, 1, 3000);
+    free(och);
+    free(q);
+    th_run(r, "DEL %s", name);
+}
+
+Test(fair, head_of_a_free_lock_that_gives_up_passes_the_turn_on)
+{
+    rlock_client *c = fair_client(0, 0);
+    char *name = th_name("fair-giveup-head");
+    char *q = qkey(name), *t = tkey(name);
+    rlock *l;
+    th_ok(rlock_new_fair(c, name, &l));
+    char rid[33];
+    rlock__request_id(rid);
+    int order = 0;
+    fw w = {.c = c, .name = name, .wait_ms = RLOCK_WAIT_FOREVER, .order_counter = &order};
+    char *wo = NULL;
+    head_of_a_free_lock(l, name, rid, &w, &wo);
+    char owner[RLOCK__OWNER_MAX];
+    rlock__owner(c, rlock_thread_id(), owner);
+    long long before = zscore(t, wo);
+    int64_t left = th_now_ms();
+    th_ok(rlock__enter(c));
+    th_ok(l->kind->give_up(l, owner, 60000, th_now_ms() + th_ms(3000)));
+    rlock__leave(c);
+    /* Redisson's give-up tells nobody: the waiter would sleep on until the
+     * lease it last saw (30 s). */
+    cr_assert(TH_POLL(fw_order(&w) == 1, 1000), "the next waiter was not told");
+    cr_assert(w.got_at - left < th_ms(1000));
+    cr_assert(before > 0);
+    fw_join(&w);
+    th_ok(w.unlock_st);
+    cr_assert_eq(th_exists(r, q), 0);
+    cr_assert_eq(th_exists(r, t), 0);
+    free(wo);
+    free(q);
+    free(t);
+    rlock_free(l);
+    free(name);
+    rlock_client_free(c);
+}
+
+Test(fair, head_of_a_free_lock_abandoned_passes_the_turn_on)
+{
+    rlock_client *c = fair_client(0, 0);
+    char *name = th_name("fair-abandon-head");
+    char *q = qkey(name), *t = tkey(name);
+    rlock *l;
+    th_ok(rlock_new_fair(c, name, &l));
+    char rid[33];
+    rlock__request_id(rid);
+    int order = 0;
+    fw w = {.c = c, .name = name, .wait_ms = RLOCK_WAIT_FOREVER, .order_counter = &order};
+    char *wo = NULL;
+    head_of_a_free_lock(l, name, rid, &w, &wo);
+    int64_t left = th_now_ms();
+    cr_assert_eq(fair_abandon(l, 0, rid), RLOCK__TOOK_NOTHING);
+    cr_assert(TH_POLL(fw_order(&w) == 1, 1000), "the next waiter was not told");
+    cr_assert(w.got_at - left < th_ms(1000));
+    fw_join(&w);
+    th_ok(w.unlock_st);
+    cr_assert_eq(th_exists(r, q), 0);
+    cr_assert_eq(th_exists(r, t), 0);
+    free(wo);
+    free(q);
+    free(t);
+    rlock_free(l);
+    free(name);
+    rlock_client_free(c);
+}

@@ -116,11 +116,12 @@ static rlock_status give_up(rlock *l, const char *owner, int64_t wait_ms, int64_
     if (!keys_of(l, &k)) {
         return rlock__fail(RLOCK_ENOMEM, "out of memory for the queue's names");
     }
-    char slot[24];
+    char slot[24], now[24];
     size_t slot_n = rlock__fmt_i64(slot, slot_of(l, wait_ms));
-    const char *args[4] = {k.q, k.t, owner, slot};
-    size_t lens[4] = {k.qlen, k.tlen, strlen(owner), slot_n};
-    rlock__call call = {l->name, l->namelen, &rlock__script_fair_give_up, 2, 4, args, lens};
+    size_t now_n = rlock__fmt_i64(now, rlock__wall_ms());
+    const char *args[9] = {l->name, k.q, k.t, l->channel, owner, slot, now, "0", "publish"};
+    size_t lens[9] = {l->namelen, k.qlen, k.tlen, l->chanlen, strlen(owner), slot_n, now_n, 1, 7};
+    rlock__call call = {l->name, l->namelen, &rlock__script_fair_give_up, 4, 9, args, lens};
     int64_t v;
     rlock_status st = rlock__run_int(l->c, &call, &v, deadline_ms);
     keys_free(&k);
