@@ -59,5 +59,7 @@ int t_mutex_mixed(void);
 int t_wire_unlock_latch(void);
 int t_wire_renewal_batch(void);
 int t_porting_guide(void);
+int t_fair_mixed_fifo(void);
+int t_fair_give_up_both_ways(void);
 
 #endif
