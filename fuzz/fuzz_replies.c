@@ -88,8 +88,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             break;
         }
         redisReply *r = v;
-        rlock__attempt a = {RLOCK__TAKEN, -7, -7};
-        if (rlock__parse_attempt(r, &a) != RLOCK_OK && (a.count != -7 || a.ttl != -7)) {
+        rlock__attempt a = {RLOCK__TAKEN, -7, -7, -7};
+        if (rlock__parse_attempt(r, &a) != RLOCK_OK &&
+            (a.count != -7 || a.ttl != -7 || a.token != -7)) {
             abort();
         }
         if (rlock__parse_attempt(r, &a) == RLOCK_OK &&
