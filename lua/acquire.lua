@@ -1,6 +1,8 @@
 -- SPDX-License-Identifier: BSD-3-Clause
--- Acquire or re-enter a reentrant lock (Redisson RLock, spec 2.2). It leaves
--- the lock's hash exactly as Redisson's acquire does; its reply also says
+-- Acquire or re-enter a reentrant lock (Redisson RLock, spec 2.2; the spin
+-- lock's is the same, spec 6), or acquire a non-reentrant one (Redisson
+-- 4.4+, spec 2.8: ARGV[6] "1"). It leaves the lock's hash exactly as
+-- Redisson's acquire does; its reply also says
 -- which of the two happened, it refuses to turn a lost hold into a new one,
 -- and a request sent again after a lost reply learns what the first copy
 -- did instead of taking a second hold.
@@ -8,7 +10,8 @@
 --         a key Redisson never reads)
 -- ARGV[1] lease in ms, ARGV[2] owner "<uuid>:<thread id>",
 -- ARGV[3] the hold count the caller believes it has (0: none),
--- ARGV[4] latch TTL in ms, ARGV[5] "0" first send, "1" a resend
+-- ARGV[4] latch TTL in ms, ARGV[5] "0" first send, "1" a resend,
+-- ARGV[6] "1": not reentrant (the owner's own hold is refused), "0": reentrant
 -- Reply: {1, n}    acquired (n = 1) or re-entered (n > 1): HINCRBY + PEXPIRE;
 --                  or (a resend) the first copy did that, and the hold is
 --                  still there
@@ -17,6 +20,9 @@
 --                  gone (lease ran out, force-unlocked): nothing changed
 --        {3, 0}    this request was settled already (resent or abandoned):
 --                  this copy changes nothing
+--        {4, 0}    not reentrant (ARGV[6] "1") and the owner holds it
+--                  already (Redisson's NON_REENTRANT_REACQUIRE): nothing
+--                  changed
 --        {5, 0}    the name holds another kind of lock (a read/write lock's
 --                  hash, with its 'mode' field): nothing changed
 -- A key of another type fails the HGET (WRONGTYPE) before any write.
@@ -55,6 +61,12 @@ if held > 0 and n == 0 then
         redis.call('set', KEYS[2], '0', 'px', ARGV[4])
     end
     return {2, 0}
+end
+if n > 0 and ARGV[6] == '1' then
+    if resend then
+        redis.call('set', KEYS[2], '0', 'px', ARGV[4])
+    end
+    return {4, 0}
 end
 if n > 0 or redis.call('exists', KEYS[1]) == 0 then
     if resend then

@@ -4,13 +4,15 @@
  * as rlock__script_<file name>), its public constructor (one line:
  * rlock__handle_new(c, name, &rlock__kind_x, out)) and its tests; read
  * reentrant.c as the model. The table says:
- *   chan_prefix  the channel its releases publish on (prefix(P, name))
+ *   chan_prefix  the channel its releases publish on (prefix(P, name));
+ *                NULL: none, its releases publish nothing (spin)
  *   key_tag      NULL, or the tag that keeps a second kind's holds of the
  *                same name and thread apart (the write half: "write")
  *   wait         RLOCK__WAIT_SHARED: one channel per name; _OWN: a channel
  *                per waiter (<channel>:<owner field>), Redis keeps the
  *                queue; _POLL: no messages, back-off
  *   wake         what a "0" message means for local waiters ("1": all)
+ *   no_reentry   the holder asking again is refused with {4,0}
  *   attempt      one idempotent attempt (acquire latch, resend, the
  *                reply shapes of rlock__parse_attempt(): {1,n[,token]}
  *                taken, {0,ttl} held, {2,0} gone, {3,0} spent, {4,0}
@@ -35,9 +37,19 @@ extern const rlock__kind rlock__kind_spin;
 extern const rlock__kind rlock__kind_nonreentrant;
 extern const rlock__kind rlock__kind_fair_nonreentrant;
 
-/* The reentrant lock's operations that other kinds whose hash has the
- * same layout share (reentrant.c): the owner's count (HGET name owner) and
- * the holder's lease (PTTL name). */
+/* The reentrant lock's operations (reentrant.c), for the kinds that keep
+ * its hash (owner -> hold count) and differ only in a few of them: each is
+ * the rlock__kind member of the same name. */
+rlock_status rlock__reentrant_attempt(struct rlock *l, const char *owner, int64_t lease_ms,
+                                      int64_t held, int64_t wait_ms, const char *rid, bool resend,
+                                      rlock__attempt *out, int64_t deadline_ms);
+rlock_status rlock__reentrant_abandon(struct rlock *l, const char *owner, const char *rid,
+                                      int64_t held, int64_t lease_ms, int *out,
+                                      int64_t deadline_ms);
+rlock_status rlock__reentrant_release(struct rlock *l, const char *owner, const char *rid,
+                                      int64_t lease_ms, rlock__released *out, int64_t deadline_ms);
+rlock_status rlock__reentrant_force_release(struct rlock *l, bool *was_locked,
+                                            int64_t deadline_ms);
 rlock_status rlock__reentrant_count(struct rlock *l, const char *owner, int64_t *count,
                                     int64_t deadline_ms);
 rlock_status rlock__reentrant_holder_ttl(struct rlock *l, int64_t *ttl, int64_t deadline_ms);

@@ -102,9 +102,23 @@ rlock_status rlock__parse_int(const redisReply *r, int64_t *out)
 
 /* ---- operations ------------------------------------------------------ */
 
-static rlock_status attempt(rlock *l, const char *owner, int64_t lease_ms, int64_t held,
-                            int64_t wait_ms, const char *rid, bool resend, rlock__attempt *out,
-                            int64_t deadline_ms)
+/* The arguments of unlock.lua or abandon.lua (KEYS name, channel, latch,
+ * then ARGV) for a kind without a channel: KEYS name, latch (the scripts
+ * publish only when given a channel). The n arguments after the first
+ * move down one; the call has one key and one argument fewer. */
+static void drop_channel(const char **args, size_t *lens, int n, rlock__call *call)
+{
+    for (int i = 1; i + 1 < n; i++) {
+        args[i] = args[i + 1];
+        lens[i] = lens[i + 1];
+    }
+    call->nkeys--;
+    call->nargs--;
+}
+
+rlock_status rlock__reentrant_attempt(rlock *l, const char *owner, int64_t lease_ms,
+                                      int64_t held, int64_t wait_ms, const char *rid, bool resend,
+                                      rlock__attempt *out, int64_t deadline_ms)
 {
     (void)wait_ms;
     size_t latchlen;
@@ -116,9 +130,11 @@ static rlock_status attempt(rlock *l, const char *owner, int64_t lease_ms, int64
     size_t lease_n = rlock__fmt_i64(lease, lease_ms);
     size_t have_n = rlock__fmt_i64(have, held);
     size_t ttl_n = rlock__fmt_i64(latch_ttl, rlock__acquire_latch_ttl(l->c));
-    const char *args[7] = {l->name, latch, lease, owner, have, latch_ttl, resend ? "1" : "0"};
-    size_t lens[7] = {l->namelen, latchlen, lease_n, strlen(owner), have_n, ttl_n, 1};
-    rlock__call call = {l->name, l->namelen, &rlock__script_acquire, 2, 7, args, lens};
+    /* ARGV[6]: a kind without re-entry has its holder refused ({4,0}). */
+    const char *args[8] = {l->name,   latch,     lease, owner, have, latch_ttl, resend ? "1" : "0",
+                           l->kind->no_reentry ? "1" : "0"};
+    size_t lens[8] = {l->namelen, latchlen, lease_n, strlen(owner), have_n, ttl_n, 1, 1};
+    rlock__call call = {l->name, l->namelen, &rlock__script_acquire, 2, 8, args, lens};
     redisReply *r = NULL;
     rlock_status st = rlock__run(l->c, &call, &r, deadline_ms);
     free(latch);
@@ -129,8 +145,9 @@ static rlock_status attempt(rlock *l, const char *owner, int64_t lease_ms, int64
     return st;
 }
 
-static rlock_status abandon(rlock *l, const char *owner, const char *rid, int64_t held,
-                            int64_t lease_ms, int *out, int64_t deadline_ms)
+rlock_status rlock__reentrant_abandon(rlock *l, const char *owner, const char *rid,
+                                      int64_t held, int64_t lease_ms, int *out,
+                                      int64_t deadline_ms)
 {
     size_t latchlen;
     char *latch = rlock__latch_key(l->acq_latch_prefix, l->acq_latch_prefix_len, rid, &latchlen);
@@ -146,6 +163,11 @@ static rlock_status abandon(rlock *l, const char *owner, const char *rid, int64_
     size_t lens[9] = {l->namelen,    l->chanlen, latchlen, strlen(owner), strlen(latch_ttl),
                       strlen(lease), 1,          7,        strlen(have)};
     rlock__call call = {l->name, l->namelen, &rlock__script_abandon, 3, 9, args, lens};
+    if (!l->channel) {
+        /* A kind that publishes nothing (spin): no channel among the keys,
+         * and the script gives a hold back without a message. */
+        drop_channel(args, lens, call.nargs, &call);
+    }
     int64_t v = -1;
     rlock_status st = rlock__run_int(l->c, &call, &v, deadline_ms);
     free(latch);
@@ -158,8 +180,8 @@ static rlock_status abandon(rlock *l, const char *owner, const char *rid, int64_
     return st;
 }
 
-static rlock_status release(rlock *l, const char *owner, const char *rid, int64_t lease_ms,
-                            rlock__released *out, int64_t deadline_ms)
+rlock_status rlock__reentrant_release(rlock *l, const char *owner, const char *rid,
+                                      int64_t lease_ms, rlock__released *out, int64_t deadline_ms)
 {
     size_t latchlen;
     char *latch = rlock__latch_key(l->latch_prefix, l->latch_prefix_len, rid, &latchlen);
@@ -172,6 +194,11 @@ static rlock_status release(rlock *l, const char *owner, const char *rid, int64_
     const char *args[8] = {l->name, l->channel, latch, "0", lease, owner, "publish", latch_ttl};
     size_t lens[8] = {l->namelen, l->chanlen, latchlen, 1, lease_n, strlen(owner), 7, ttl_n};
     rlock__call call = {l->name, l->namelen, &rlock__script_unlock, 3, 8, args, lens};
+    if (!l->channel) {
+        /* The spin lock's unlock (spec 6): KEYS = [name, latch], as
+         * Redisson's, and the last hold's release publishes nothing. */
+        drop_channel(args, lens, call.nargs, &call);
+    }
     redisReply *r = NULL;
     rlock_status st = rlock__run(l->c, &call, &r, deadline_ms);
     free(latch);
@@ -198,7 +225,7 @@ rlock_status rlock__run_int(rlock_client *c, const rlock__call *call, int64_t *o
     return st;
 }
 
-static rlock_status force_release(rlock *l, bool *was_locked, int64_t deadline_ms)
+rlock_status rlock__reentrant_force_release(rlock *l, bool *was_locked, int64_t deadline_ms)
 {
     const char *args[4] = {l->name, l->channel, "0", "publish"};
     size_t lens[4] = {l->namelen, l->chanlen, 1, 7};
@@ -231,10 +258,10 @@ const rlock__kind rlock__kind_reentrant = {
     .name = "reentrant",
     .chan_prefix = "redisson_lock__channel",
     .wait = RLOCK__WAIT_SHARED,
-    .attempt = attempt,
-    .abandon = abandon,
-    .release = release,
-    .force_release = force_release,
+    .attempt = rlock__reentrant_attempt,
+    .abandon = rlock__reentrant_abandon,
+    .release = rlock__reentrant_release,
+    .force_release = rlock__reentrant_force_release,
     .count = rlock__reentrant_count,
     .holder_ttl = rlock__reentrant_holder_ttl,
     .renew = &rlock__script_renew,

@@ -116,8 +116,9 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
             int64_t sent = rlock__now_ms();
             if (!resend) {
                 first_sent = sent;
-                if (held > 0) {
-                    /* A re-entry sets the TTL to its lease if it runs. */
+                if (held > 0 && !k->no_reentry) {
+                    /* A re-entry sets the TTL to its lease if it runs (a
+                     * kind without re-entry refuses it, changing nothing). */
                     rlock__hold_ttl_may(c, l->key, l->keylen, tid, sent, lease);
                 }
             }

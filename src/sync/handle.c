@@ -31,12 +31,17 @@ rlock_status rlock__handle_init(rlock *l, rlock_client *c, const rlock__kind *ki
         }
         l->key[l->keylen] = '\0';
     }
-    l->channel = rlock__prefixed(kind->chan_prefix, name, len, "", &l->chanlen);
+    /* A kind without a channel (the spin lock) publishes nothing. */
+    bool chan_ok = true;
+    if (kind->chan_prefix) {
+        l->channel = rlock__prefixed(kind->chan_prefix, name, len, "", &l->chanlen);
+        chan_ok = l->channel != NULL;
+    }
     l->latch_prefix =
         rlock__prefixed("redisson_unlock_latch", name, len, ":", &l->latch_prefix_len);
     l->acq_latch_prefix =
         rlock__prefixed("rlock_acquire_latch", name, len, ":", &l->acq_latch_prefix_len);
-    if (!l->name || !l->key || !l->channel || !l->latch_prefix || !l->acq_latch_prefix) {
+    if (!l->name || !l->key || !chan_ok || !l->latch_prefix || !l->acq_latch_prefix) {
         rlock__handle_fini(l);
         return rlock__fail(RLOCK_ENOMEM, "out of memory for a handle");
     }

@@ -155,13 +155,19 @@ typedef enum rlock__released {
 
 typedef struct rlock__kind {
     const char *name;
-    /* The channel its releases publish on: prefix("chan_prefix", name). */
+    /* The channel its releases publish on: prefix("chan_prefix", name);
+     * NULL: its releases publish nothing and the handle has no channel
+     * (l->channel NULL; the spin lock, whose wait is RLOCK__WAIT_POLL). */
     const char *chan_prefix;
     /* NULL, or the tag of a second kind sharing the name and the thread
      * (the write half of a read/write lock: its field is owner ":" tag):
      * the registry keeps its holds apart, under name "\0" tag. */
     const char *key_tag;
     rlock__wait_policy wait;
+    /* true: not reentrant (Redisson 4.4's non-reentrant forms): an attempt
+     * with held > 0 answers {4,0} (RLOCK__SELF) and changes nothing, so
+     * the engine does not take it for a re-entry that may reset the TTL. */
+    bool no_reentry;
     /* One attempt for owner "<uuid>:<tid>" with request id rid; held is
      * the count this thread believes it has (0: a first acquisition);
      * wait_ms the caller's wait (-1 forever, 0 none).
@@ -214,7 +220,7 @@ struct rlock {
     size_t namelen;
     char *key; /* the registry's key: name, or name "\0" kind->key_tag */
     size_t keylen;
-    char *channel; /* prefix(kind->chan_prefix, name) */
+    char *channel; /* prefix(kind->chan_prefix, name), or NULL (none) */
     size_t chanlen;
     char *latch_prefix; /* redisson_unlock_latch:{name}: */
     size_t latch_prefix_len;

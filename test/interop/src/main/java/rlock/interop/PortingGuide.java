@@ -6,6 +6,7 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 
 import org.redisson.Redisson;
+import org.redisson.api.LockOptions;
 import org.redisson.api.RLock;
 import org.redisson.api.RedissonClient;
 import org.redisson.config.Config;
@@ -156,6 +157,22 @@ final class PortingGuide {
         check(!lock.isLocked(), "thread A released it");
     }
 
+    // §14
+    private void spin() {
+        RLock lock = redisson.getSpinLock("example:port_spin");
+        lock.lock();
+        try {
+            updateInventory();
+        } finally {
+            lock.unlock();                 // no publish: nobody listens
+        }
+        check(!lock.isLocked(), "port_spin unlocked");
+        RLock quick = redisson.getSpinLock("example:port_spin",
+                new LockOptions.ExponentialBackOff().initialDelay(2).maxDelay(64));
+        check(quick.tryLock(), "the spin lock with its own back-off is free");
+        quick.unlock();
+    }
+
     // §12: compiled, never run (it names its own server).
     static RLock mixedSnippet() {
         Config config = new Config();
@@ -177,7 +194,8 @@ final class PortingGuide {
             check(!reentrant.isLocked(), "transfer released it");
             g.forceUnlock();
             g.threads(redisson.getLock("example:port_threads"));
-            return 7;
+            g.spin();
+            return 8;
         } finally {
             g.executor.shutdown();
         }
