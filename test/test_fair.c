@@ -793,6 +793,31 @@ Test(fair, nonreentrant_second_lock_by_the_holder_is_edeadlk_at_once)
     rlock_client_free(c);
 }
 
+/* A refused re-acquisition asked with a shorter lease than the hold's
+ * changed nothing in Redis: the client must not believe the hold ends at
+ * the refused lease. */
+Test(fair, nonreentrant_refused_shorter_lease_does_not_shorten_the_hold)
+{
+    rlock_client *c = fair_client(0, 0);
+    char *name = th_name("fair-nonre-lease");
+    rlock *l;
+    th_ok(rlock_new_fair_nonreentrant(c, name, &l));
+    th_ok(rlock_lock(l, 20000));
+    th_assert_status(rlock_try_lock(l, 0, 300), RLOCK_EDEADLK);
+    th_assert_status(rlock_try_lock(l, 1000, 300), RLOCK_EDEADLK);
+    th_sleep_ms(600); /* past the refused lease: the hold is still there */
+    cr_assert(th_pttl(r, name) > 15000);
+    th_assert_status(rlock_try_lock(l, 0, 300), RLOCK_EDEADLK);
+    int64_t n = 0;
+    th_ok(rlock_hold_count(l, &n));
+    cr_assert_eq(n, 1);
+    th_ok(rlock_unlock(l));
+    cr_assert_eq(th_exists(r, name), 0);
+    rlock_free(l);
+    free(name);
+    rlock_client_free(c);
+}
+
 /* ---- Redisson's side, written by hand ---------------------------------- */
 
 #define JAVA_UUID "6f1c0a4e-2b7d-4c3e-9a51-0d2f8e7b1c44"

@@ -97,14 +97,8 @@ static rlock_status attempt(rlock *l, const char *owner, int64_t lease_ms, int64
                             int64_t wait_ms, const char *rid, bool resend, rlock__attempt *out,
                             int64_t deadline_ms)
 {
-    return attempt_as(l, owner, lease_ms, held, wait_ms, rid, resend, out, deadline_ms, true);
-}
-
-static rlock_status attempt_nonreentrant(rlock *l, const char *owner, int64_t lease_ms,
-                                         int64_t held, int64_t wait_ms, const char *rid,
-                                         bool resend, rlock__attempt *out, int64_t deadline_ms)
-{
-    return attempt_as(l, owner, lease_ms, held, wait_ms, rid, resend, out, deadline_ms, false);
+    return attempt_as(l, owner, lease_ms, held, wait_ms, rid, resend, out, deadline_ms,
+                      !l->kind->no_reentry);
 }
 
 static rlock_status give_up(rlock *l, const char *owner, int64_t wait_ms, int64_t deadline_ms)
@@ -236,7 +230,8 @@ const rlock__kind rlock__kind_fair_nonreentrant = {
     .name = "fair-nonreentrant",
     .chan_prefix = "redisson_lock__channel",
     .wait = RLOCK__WAIT_OWN,
-    .attempt = attempt_nonreentrant,
+    .no_reentry = true,
+    .attempt = attempt,
     .give_up = give_up,
     .abandon = abandon,
     .release = release,
