@@ -650,7 +650,7 @@ static struct {
     const char *what;
     double ms[MAX_SAMPLES];
     int n;
-} series[8];
+} series[16];
 static int nseries;
 
 void measure(const char *what, double ms)
@@ -660,7 +660,7 @@ void measure(const char *what, double ms)
         i++;
     }
     if (i == nseries) {
-        if (nseries == 8) {
+        if (nseries == (int)(sizeof series / sizeof series[0])) {
             return;
         }
         series[nseries++].what = what;

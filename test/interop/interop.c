@@ -93,6 +93,8 @@ static const struct {
      * timeout/3 (see docs/interop.md) */
     {"wire_unlock_latch", t_wire_unlock_latch},
     {"wire_renewal_batch", t_wire_renewal_batch},
+    {"fair_mixed_fifo", t_fair_mixed_fifo},
+    {"fair_give_up_both_ways", t_fair_give_up_both_ways},
     {"mutex_mixed", t_mutex_mixed},
     {"fenced_tokens", t_fenced_tokens},
     {"porting_guide", t_porting_guide},

@@ -60,5 +60,7 @@ int t_wire_unlock_latch(void);
 int t_wire_renewal_batch(void);
 int t_porting_guide(void);
 int t_fenced_tokens(void);
+int t_fair_mixed_fifo(void);
+int t_fair_give_up_both_ways(void);
 
 #endif

@@ -62,6 +62,8 @@ import org.redisson.config.Config;
  *   gettoken NAME             -> ok getToken()
  *   guide                     -> ok N  (runs the porting guide's snippets;
  *                                err ClassNotFoundException in an agent-only build)
+ *   fair.COMMAND NAME ...     -> the same on getFairLock(NAME) (lock, trylock,
+ *                                unlock, force, count, ttl, held, locked)
  */
 public final class Agent {
     private static final PrintStream OUT =
@@ -72,6 +74,7 @@ public final class Agent {
     // Redisson's partial unlock applies.
     private static final Map<String, RLock> LOCKS = new ConcurrentHashMap<>();
     private static final Map<String, RFencedLock> FENCED = new ConcurrentHashMap<>();
+    private static final Map<String, RLock> FAIR_LOCKS = new ConcurrentHashMap<>();
     private static RedissonClient redisson;
 
     private Agent() {
@@ -121,7 +124,14 @@ public final class Agent {
 
     private static String execute(String[] r) throws Exception {
         String cmd = r[2];
-        RLock lock = r.length > 3 ? LOCKS.computeIfAbsent(r[3], redisson::getLock) : null;
+        Map<String, RLock> locks = LOCKS;
+        java.util.function.Function<String, RLock> make = redisson::getLock;
+        if (cmd.startsWith("fair.")) {
+            cmd = cmd.substring(5);
+            locks = FAIR_LOCKS;
+            make = redisson::getFairLock;
+        }
+        RLock lock = r.length > 3 ? locks.computeIfAbsent(r[3], make) : null;
         long t0 = nowUs();
         switch (cmd) {
         case "whoami":
