@@ -278,6 +278,7 @@ Test(lock, unlock_publishes_zero_and_writes_latch)
     free(chan);
     rlock_free(l);
     free(name);
+    th_run(r, "CONFIG SET notify-keyspace-events %s", ""); /* as the other tests expect */
 }
 
 Test(lock, force_unlock_publishes_and_forgets)
