@@ -96,8 +96,10 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
     int64_t io_limit = wait_ms == 0 ? cmd_ms : c->cfg.retry_timeout_ms;
     /* No barging: while other threads of this client queue for the name, a
      * newcomer that does not hold it queues behind them instead of racing
-     * them (or the thread that just released would win again and again). */
-    bool skip = k->wait == RLOCK__WAIT_SHARED && wait_ms != 0 && held == 0 &&
+     * them (or the thread that just released would win again and again).
+     * Not for a kind whose holds share the lock: a reader goes in beside
+     * the readers that hold it, as Redisson's does. */
+    bool skip = k->wait == RLOCK__WAIT_SHARED && !k->shared && wait_ms != 0 && held == 0 &&
                 rlock__chan_queued(c, l->channel, l->chanlen);
     bool attempted = false; /* an attempt went out: the kind may have queued us */
     int64_t spin_last = 0, spin_tries = 0;
@@ -225,7 +227,7 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
              * at the latest when the holder's lease ends as their last
              * attempt saw it. Without that knowledge, try again now. */
             now = rlock__now_ms();
-            if (!(behind && held == 0 && hint > now)) {
+            if (!(behind && held == 0 && hint > now) || k->shared) {
                 continue;
             }
             lease_end = hint;
