@@ -7,6 +7,7 @@ import java.util.concurrent.TimeUnit;
 
 import org.redisson.Redisson;
 import org.redisson.api.RLock;
+import org.redisson.api.RReadWriteLock;
 import org.redisson.api.RedissonClient;
 import org.redisson.config.Config;
 
@@ -39,6 +40,12 @@ final class PortingGuide {
     }
 
     private void drainQueue() {
+    }
+
+    private void readPrices() {
+    }
+
+    private void updatePrices() {
     }
 
     private void debit(RLock lock) {
@@ -156,6 +163,24 @@ final class PortingGuide {
         check(!lock.isLocked(), "thread A released it");
     }
 
+    // §14
+    private void readWrite() {
+        RReadWriteLock rw = redisson.getReadWriteLock("example:port_rwlock");
+        rw.readLock().lock();              // many readers at once
+        try {
+            readPrices();
+        } finally {
+            rw.readLock().unlock();
+        }
+        rw.writeLock().lock();             // one writer, no reader
+        try {
+            updatePrices();
+        } finally {
+            rw.writeLock().unlock();
+        }
+        check(!rw.writeLock().isLocked(), "port_rwlock unlocked");
+    }
+
     // §12: compiled, never run (it names its own server).
     static RLock mixedSnippet() {
         Config config = new Config();
@@ -177,7 +202,8 @@ final class PortingGuide {
             check(!reentrant.isLocked(), "transfer released it");
             g.forceUnlock();
             g.threads(redisson.getLock("example:port_threads"));
-            return 7;
+            g.readWrite();
+            return 8;
         } finally {
             g.executor.shutdown();
         }
