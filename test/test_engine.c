@@ -554,7 +554,7 @@ Test(engine, out_parameters_untouched_on_failure)
     th_run(rd, "DEL %s", name);
     th_run(rd, "SET %s astring", name);
     bool b = true;
-    th_assert_status(rlock_is_held_by_current_thread(l, &b), RLOCK_EREDIS);
+    th_assert_status(rlock_is_held_by_current_thread(l, &b), RLOCK_EKIND);
     cr_assert(b);
     cr_assert(strstr(rlock_last_error(), "WRONGTYPE"), "detail: %s", rlock_last_error());
     th_run(rd, "DEL %s", name);

@@ -195,7 +195,7 @@ Test(exact, unlock_retried_past_the_horizon_of_a_lost_hold_is_lost, .timeout = 9
     redisContext *r = th_redis(0);
     th_run(r, "DEL %s", name);
     th_run(r, "SET %s notahash", name);
-    th_assert_status(rlock_unlock(l), RLOCK_EREDIS); /* kept, to be sent again */
+    th_assert_status(rlock_unlock(l), RLOCK_EKIND); /* kept, to be sent again */
     th_run(r, "DEL %s", name);
     /* The library's own horizon, not a timing of this test: 20 s after the
      * first send, less a command timeout (1 s here) and a second, a retry
