@@ -40,6 +40,9 @@ import org.redisson.config.Config;
  * Times are microseconds since the epoch (CLOCK_REALTIME on Linux), so the
  * C driver can subtract its own clock_gettime(CLOCK_REALTIME) readings.
  *
+ * NAME is a lock name for getLock(NAME), or read@NAME / write@NAME for the
+ * read and write halves of getReadWriteLock(NAME).
+ *
  * Commands (LEASE_MS < 0: no lease, the watchdog renews the hold):
  *   whoami                    -> ok CLIENT_ID:THREAD_ID
  *   lock NAME LEASE_MS        -> ok T_CALLED T_RETURNED
@@ -112,9 +115,21 @@ public final class Agent {
         }
     }
 
+    // NAME: getLock(NAME); read@NAME and write@NAME: the halves of
+    // getReadWriteLock(NAME).
+    private static RLock lockOf(String name) {
+        if (name.startsWith("read@")) {
+            return redisson.getReadWriteLock(name.substring(5)).readLock();
+        }
+        if (name.startsWith("write@")) {
+            return redisson.getReadWriteLock(name.substring(6)).writeLock();
+        }
+        return redisson.getLock(name);
+    }
+
     private static String execute(String[] r) throws Exception {
         String cmd = r[2];
-        RLock lock = r.length > 3 ? LOCKS.computeIfAbsent(r[3], redisson::getLock) : null;
+        RLock lock = r.length > 3 ? LOCKS.computeIfAbsent(r[3], Agent::lockOf) : null;
         long t0 = nowUs();
         switch (cmd) {
         case "whoami":
