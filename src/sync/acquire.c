@@ -96,8 +96,10 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
     int64_t io_limit = wait_ms == 0 ? cmd_ms : c->cfg.retry_timeout_ms;
     /* No barging: while other threads of this client queue for the name, a
      * newcomer that does not hold it queues behind them instead of racing
-     * them (or the thread that just released would win again and again). */
-    bool skip = k->wait == RLOCK__WAIT_SHARED && wait_ms != 0 && held == 0 &&
+     * them (or the thread that just released would win again and again).
+     * Not for a kind whose holds share the lock: a reader goes in beside
+     * the readers that hold it, as Redisson's does. */
+    bool skip = k->wait == RLOCK__WAIT_SHARED && !k->shared && wait_ms != 0 && held == 0 &&
                 rlock__chan_queued(c, l->channel, l->chanlen);
     /* An attempt answered "held elsewhere", or went unanswered: the kind
      * may have queued this waiter (the fair lock's queue in Redis). The
@@ -239,7 +241,7 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
                 break;
             }
             now = rlock__now_ms();
-            if (live) {
+            if (live && !k->shared) {
                 /* The channel was subscribed before the attempt went out
                  * (lingering from this thread's last wait) and no message
                  * came since: a release that runs after the attempt
@@ -247,11 +249,13 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
                  * this waiter queued. The attempt that would close the
                  * lost-wake-up window finds nothing new: sleep on the
                  * lease the attempt saw. */
-            } else if (!(behind && held == 0 && hint > now)) {
+            } else if (!(behind && held == 0 && hint > now) || k->shared) {
                 /* Queued behind other local waiters: sleep until woken in
                  * turn, at the latest when the holder's lease ends as their
                  * last attempt saw it. Without that knowledge, try again
-                 * now. */
+                 * now. A shared kind (the read half) always tries again:
+                 * readers do not queue behind each other, and a "0" wakes
+                 * only one local waiter. */
                 continue;
             } else {
                 lease_end = hint;

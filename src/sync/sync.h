@@ -168,6 +168,13 @@ typedef struct rlock__kind {
      * with held > 0 answers {4,0} (RLOCK__SELF) and changes nothing, so
      * the engine does not take it for a re-entry that may reset the TTL. */
     bool no_reentry;
+    /* Holds of this kind share the lock (the read half): a newcomer
+     * attempts at once even while other local threads queue for the name,
+     * and a waiter queued behind them attempts again once subscribed
+     * instead of sleeping in turn (an exclusive kind's no-barging rule
+     * would keep a reader behind a waiting writer while readers hold, and
+     * a reader that missed a "1" asleep until the holders' lease ends). */
+    bool shared;
     /* One attempt for owner "<uuid>:<tid>" with request id rid; held is
      * the count this thread believes it has (0: a first acquisition);
      * wait_ms the caller's wait (-1 forever, 0 none).

@@ -98,6 +98,13 @@ static const struct {
     {"mutex_mixed", t_mutex_mixed},
     {"fenced_tokens", t_fenced_tokens},
     {"porting_guide", t_porting_guide},
+    {"rw_readers_share", t_rw_readers_share},
+    {"rw_java_writer_wakes_c_readers", t_rw_java_writer_wakes_c_readers},
+    {"rw_c_writer_wakes_java_readers", t_rw_c_writer_wakes_java_readers},
+    {"rw_last_reader_wakes_writer", t_rw_last_reader_wakes_writer},
+    {"rw_downgrade_wakes_java_reader", t_rw_downgrade_wakes_java_reader},
+    {"rw_force_both_ways", t_rw_force_both_ways},
+    {"rw_writers_mutex_mixed", t_rw_writers_mutex_mixed},
 };
 
 static bool selected(int argc, char **argv, const char *name)

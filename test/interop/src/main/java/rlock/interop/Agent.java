@@ -41,6 +41,9 @@ import org.redisson.config.Config;
  * Times are microseconds since the epoch (CLOCK_REALTIME on Linux), so the
  * C driver can subtract its own clock_gettime(CLOCK_REALTIME) readings.
  *
+ * NAME is a lock name for getLock(NAME), or read@NAME / write@NAME for the
+ * read and write halves of getReadWriteLock(NAME).
+ *
  * Commands (LEASE_MS < 0: no lease, the watchdog renews the hold):
  *   whoami                    -> ok CLIENT_ID:THREAD_ID
  *   lock NAME LEASE_MS        -> ok T_CALLED T_RETURNED
@@ -122,10 +125,22 @@ public final class Agent {
         }
     }
 
+    // NAME: getLock(NAME); read@NAME and write@NAME: the halves of
+    // getReadWriteLock(NAME).
+    private static RLock lockOf(String name) {
+        if (name.startsWith("read@")) {
+            return redisson.getReadWriteLock(name.substring(5)).readLock();
+        }
+        if (name.startsWith("write@")) {
+            return redisson.getReadWriteLock(name.substring(6)).writeLock();
+        }
+        return redisson.getLock(name);
+    }
+
     private static String execute(String[] r) throws Exception {
         String cmd = r[2];
         Map<String, RLock> locks = LOCKS;
-        java.util.function.Function<String, RLock> make = redisson::getLock;
+        java.util.function.Function<String, RLock> make = Agent::lockOf;
         if (cmd.startsWith("fair.")) {
             cmd = cmd.substring(5);
             locks = FAIR_LOCKS;

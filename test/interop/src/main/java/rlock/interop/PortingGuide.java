@@ -9,6 +9,7 @@ import org.redisson.Redisson;
 import org.redisson.api.LockOptions;
 import org.redisson.api.RFencedLock;
 import org.redisson.api.RLock;
+import org.redisson.api.RReadWriteLock;
 import org.redisson.api.RedissonClient;
 import org.redisson.config.Config;
 
@@ -41,6 +42,12 @@ final class PortingGuide {
     }
 
     private void drainQueue() {
+    }
+
+    private void readPrices() {
+    }
+
+    private void updatePrices() {
     }
 
     private void debit(RLock lock) {
@@ -196,6 +203,21 @@ final class PortingGuide {
         }
         Long latest = lock.getToken();              // 0 if never locked
         check(next == null || (next > token && latest >= next), "fenced tokens");
+    private void readWrite() {
+        RReadWriteLock rw = redisson.getReadWriteLock("example:port_rwlock");
+        rw.readLock().lock();              // many readers at once
+        try {
+            readPrices();
+        } finally {
+            rw.readLock().unlock();
+        }
+        rw.writeLock().lock();             // one writer, no reader
+        try {
+            updatePrices();
+        } finally {
+            rw.writeLock().unlock();
+        }
+        check(!rw.writeLock().isLocked(), "port_rwlock unlocked");
     }
 
     // §12: compiled, never run (it names its own server).
@@ -221,7 +243,8 @@ final class PortingGuide {
             g.threads(redisson.getLock("example:port_threads"));
             g.spin();
             g.fenced();
-            return 8;
+            g.readWrite();
+            return 10;
         } finally {
             g.executor.shutdown();
         }
