@@ -322,11 +322,6 @@ RLOCK_API rlock_status rlock_new_fair_nonreentrant(rlock_client *c, const char *
  * (since 0.3). */
 RLOCK_API const char *rlock_kind(const rlock *l);
 
-/* The token of the calling thread's latest acquisition of a fenced lock
- * (rlock_new_fenced()); see docs/api.md, "Fenced lock". RLOCK_EINVAL for
- * another kind (since 0.3). */
-RLOCK_API rlock_status rlock_fence_token(rlock *l, int64_t *token);
-
 /* Frees a handle. Does not unlock: holds belong to threads, not handles,
  * and stay (and are renewed) until unlocked through any handle of the same
  * name. Touches only the handle's memory, never the client or Redis, so it
