@@ -19,6 +19,13 @@
 
 #include "rlock.h"
 
+/* ---- procs.c: contention across processes ------------------------------- */
+
+/* procs processes x threads threads on one fair lock, then one reentrant
+ * lock, seconds each; prints a table of rates, commands per acquisition
+ * and fairness on stdout. */
+int bench_procs_main(const char *host, int port, int procs, int threads, double seconds);
+
 /* ---- util.c ------------------------------------------------------------ */
 
 /* CLOCK_MONOTONIC in ns: system-wide, so stamps of different threads compare. */

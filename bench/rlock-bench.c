@@ -17,6 +17,7 @@ static void usage(FILE *f)
                "       rlock-bench --loop N [--url redis://HOST:PORT] [TLS --tls]\n"
                "       rlock-bench --floor N [--url redis://HOST:PORT] [TLS --tls]\n"
                "       rlock-bench --slices [--cpu N] [--url redis://HOST:PORT]   (bench/ab.sh)\n"
+               "       rlock-bench --procs P [--threads T] [--seconds S] [--url redis://HOST:PORT]\n"
                "       rlock-bench --port P --scenario uncontended|contended [--n N]\n"
                "                   [--duration S] [--workers W] [--lock-key K] "
                "[--counter-key C]\n"
@@ -26,7 +27,8 @@ static void usage(FILE *f)
                "$RLOCK_TLS_URL,\n--cacert to $RLOCK_TLS_CACERT. R defaults to 5 (3 with "
                "--quick), N (held\nwatchdog locks) to 10000 (1000 with --quick). --loop: "
                "rlock's pairs; --floor: the\nsame scripts from a bare loop; --tls: over the TLS "
-               "port.\n");
+               "port.\n--procs: P processes x T threads (2) on one fair lock, then one reentrant lock,\n"
+               "S seconds (5) each: rates, commands per acquisition, per-worker min/max.\n");
 }
 
 static double number(int argc, char **argv, int *i, double min)
@@ -178,6 +180,8 @@ int main(int argc, char **argv)
     int rounds = 0, held = 0;
     uint64_t loop_n = 0, floor_n = 0;
     bool over_tls = false, sliced = false;
+    int procs = 0, threads = 2;
+    double seconds = 5;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -197,6 +201,12 @@ int main(int argc, char **argv)
             floor_n = (uint64_t)number(argc, argv, &i, 1);
         } else if (strcmp(a, "--pin") == 0) {
             x.pin = true;
+        } else if (strcmp(a, "--procs") == 0) {
+            procs = (int)number(argc, argv, &i, 1);
+        } else if (strcmp(a, "--threads") == 0) {
+            threads = (int)number(argc, argv, &i, 1);
+        } else if (strcmp(a, "--seconds") == 0) {
+            seconds = number(argc, argv, &i, 0.1);
         } else if (strcmp(a, "--slices") == 0) {
             sliced = true;
         } else if (strcmp(a, "--cpu") == 0) {
@@ -250,6 +260,9 @@ int main(int argc, char **argv)
     }
     if (sliced) {
         return slices(&x);
+    }
+    if (procs > 0) {
+        return bench_procs_main(x.host, x.port, procs, threads, seconds);
     }
     if (floor_n) {
         return floor_loop(&x, over_tls, floor_n);

@@ -115,15 +115,15 @@ _rlock()
     case $cmd in
     run)
         opts='-w --wait -n --nonblock -q --quiet -l --lease --signal -k --kill-after --watchdog
-              -E --conflict-exit-code -c --command -s --shared --verbose --url --redis-timeout
-              -h --help' ;;
+              -E --conflict-exit-code -c --command --fair -s --shared --read --write --fenced --spin --verbose --url
+              --redis-timeout -h --help' ;;
     hold)
         opts='-w --wait -n --nonblock -q --quiet -l --lease --watchdog -E --conflict-exit-code
-              --pid -s --shared --verbose --url --redis-timeout -h --help' ;;
+              --pid --fair -s --shared --read --write --fenced --spin --verbose --url --redis-timeout -h --help' ;;
     status) opts='--json --verbose --url --redis-timeout -h --help' ;;
-    unlock) opts='--force --verbose --url --redis-timeout -h --help' ;;
-    wait) opts='-w --wait -n --nonblock -q --quiet -E --conflict-exit-code -s --shared --verbose
-              --url --redis-timeout -h --help' ;;
+    unlock) opts='--force --fair -s --shared --read --write --fenced --spin --verbose --url --redis-timeout -h --help' ;;
+    wait) opts='-w --wait -n --nonblock -q --quiet -E --conflict-exit-code --fair -s --shared --read --write --fenced --spin
+              --verbose --url --redis-timeout -h --help' ;;
     *) return ;;
     esac
     opts="$opts $tls_opts"

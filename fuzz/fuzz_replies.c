@@ -37,11 +37,11 @@ static void fake_init(void)
     if (pipe2(fake.wake_pipe, O_NONBLOCK | O_CLOEXEC) != 0) {
         abort();
     }
-    bool behind;
+    bool behind, live;
     int64_t hint;
     /* A waiter on the channel "ch", so that messages wake somebody. */
-    if (rlock__chan_join(&fake, "ch", 2, RLOCK__WAKE_ONE, &chan, &waiter, &behind, &hint) !=
-        RLOCK_OK) {
+    if (rlock__chan_join(&fake, "ch", 2, RLOCK__WAKE_ONE, &chan, &waiter, &behind, &hint, NULL,
+                         &live) != RLOCK_OK) {
         abort();
     }
 }
@@ -88,8 +88,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             break;
         }
         redisReply *r = v;
-        rlock__attempt a = {RLOCK__TAKEN, -7, -7};
-        if (rlock__parse_attempt(r, &a) != RLOCK_OK && (a.count != -7 || a.ttl != -7)) {
+        rlock__attempt a = {RLOCK__TAKEN, -7, -7, -7};
+        if (rlock__parse_attempt(r, &a) != RLOCK_OK &&
+            (a.count != -7 || a.ttl != -7 || a.token != -7)) {
             abort();
         }
         if (rlock__parse_attempt(r, &a) == RLOCK_OK &&

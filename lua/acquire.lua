@@ -24,7 +24,9 @@
 --                  already (Redisson's NON_REENTRANT_REACQUIRE): nothing
 --                  changed
 --        {5, 0}    the name holds another kind of lock (a read/write lock's
---                  hash, with its 'mode' field): nothing changed
+--                  hash, with its 'mode' field), even when the owner is one
+--                  of its readers (same field name): nothing changed but,
+--                  on a resend, the latch ("0": no copy takes it later)
 -- A key of another type fails the HGET (WRONGTYPE) before any write.
 -- Only the owner's own requests change its field, and every earlier one
 -- was answered or settled, so on a resend the field's count tells exactly
@@ -45,6 +47,14 @@ if done ~= false then
         return {2, 0}
     end
     return {3, 0}
+end
+-- Before anything of the owner's is looked at: a read/write lock's reader
+-- field has the very name of this owner's field.
+if redis.call('hexists', KEYS[1], 'mode') == 1 then
+    if resend then
+        redis.call('set', KEYS[2], '0', 'px', ARGV[4])
+    end
+    return {5, 0}
 end
 local raw = redis.call('hget', KEYS[1], ARGV[2])
 local n = tonumber(raw) or 0
@@ -75,9 +85,6 @@ if n > 0 or redis.call('exists', KEYS[1]) == 0 then
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
     return {1, n + 1}
-end
-if redis.call('hexists', KEYS[1], 'mode') == 1 then
-    return {5, 0}
 end
 if resend then
     redis.call('set', KEYS[2], '0', 'px', ARGV[4])

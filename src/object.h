@@ -75,6 +75,7 @@ struct rlock_client {
     pthread_mutex_t ps_mu;
     rlock__map chans;
     rlock__chan *dirty; /* entries with a (un)subscribe to send */
+    uint64_t ps_epoch;  /* the last subscription epoch given (pubsub.c) */
     int wake_pipe[2];
     /* The pub/sub thread's connection, mirrored here under ps_mu only so
      * that a fork()ed child can free it (the thread is gone there). */

@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -345,6 +346,43 @@ static inline pid_t read_pid(const char *path)
     bool ok = TH_POLL((pid = pid_in(path)) > 0, 10000);
     cr_assert(ok, "%s: no pid", path);
     return pid;
+}
+
+/* Starts sh -c line with stdout and stderr into files of the test's
+ * directory (tag names them). */
+static inline pid_t start_sh(const char *tag, const char *line)
+{
+    char o[128], e[128];
+    snprintf(o, sizeof o, "%s/%s.out", g_dir, tag);
+    snprintf(e, sizeof e, "%s/%s.err", g_dir, tag);
+    int fo = open(o, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int fe = open(e, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid = spawn_fds(-1, fo, fe, (const char *const[]){"/bin/sh", "-c", line, NULL});
+    close(fo);
+    close(fe);
+    return pid;
+}
+
+/* Runs a shell line to completion; *out and *err (may be NULL) get what
+ * it wrote; stderr is echoed so that failures explain themselves. */
+static inline int sh(char **out, char **err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static inline int sh(char **out, char **err, const char *fmt, ...)
+{
+    char *line = NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    cr_assert(vasprintf(&line, fmt, ap) > 0);
+    va_end(ap);
+    int code = wait_exit(start_sh("sh", line), 60000);
+    char o[128], e[128];
+    snprintf(o, sizeof o, "%s/sh.out", g_dir);
+    snprintf(e, sizeof e, "%s/sh.err", g_dir);
+    char *so = slurp(o), *se = slurp(e);
+    fprintf(stderr, "[%s] -> %d: %s", line, code, se);
+    give(out, so);
+    give(err, se);
+    free(line);
+    return code;
 }
 
 #endif

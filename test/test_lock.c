@@ -278,6 +278,7 @@ Test(lock, unlock_publishes_zero_and_writes_latch)
     free(chan);
     rlock_free(l);
     free(name);
+    th_run(r, "CONFIG SET notify-keyspace-events %s", ""); /* as the other tests expect */
 }
 
 Test(lock, force_unlock_publishes_and_forgets)
@@ -349,6 +350,31 @@ Test(lock, wrongtype_key_is_ekind)
     cr_assert_str_eq(rep->str, "hello", "the other value is left alone");
     freeReplyObject(rep);
     rlock_free(l);
+    free(name);
+}
+
+Test(lock, read_write_hash_naming_our_own_field_is_ekind)
+{
+    /* A read/write lock that this very thread reads: its reader field has
+     * the name of our owner field. A reentrant acquire must not count
+     * itself into it (it did, before the 'mode' check came first). */
+    char *name = th_name("rwown");
+    char *owner = th_owner(c, rlock_thread_id());
+    th_run(r, "HSET %s mode read %s 1", name, owner);
+    th_run(r, "PEXPIRE %s 20000", name);
+    redisReply *before = th_cmd(r, "DUMP %s", name);
+    rlock *l;
+    th_ok(rlock_new(c, name, &l));
+    th_assert_status(rlock_try_lock(l, 0, RLOCK_WATCHDOG), RLOCK_EKIND);
+    redisReply *after = th_cmd(r, "DUMP %s", name);
+    cr_assert(after->len == before->len && memcmp(after->str, before->str, after->len) == 0,
+              "the read/write lock was changed");
+    cr_assert_eq(th_hget_int(r, name, owner), 1);
+    freeReplyObject(before);
+    freeReplyObject(after);
+    th_run(r, "DEL %s", name);
+    rlock_free(l);
+    free(owner);
     free(name);
 }
 

@@ -93,3 +93,19 @@ void cli_secure_free(void *p, size_t n)
         free(p);
     }
 }
+
+rlock_status cli_new_lock(rlock_client *c, const cli_args *a, rlock **l)
+{
+    static const struct {
+        const char *kind;
+        rlock_status (*make)(rlock_client *, const char *, rlock **);
+    } kinds[] = {{"fair", rlock_new_fair},     {"read", rlock_new_read},
+                 {"write", rlock_new_write},   {"fenced", rlock_new_fenced},
+                 {"spin", rlock_new_spin}};
+    for (size_t i = 0; a->kind != NULL && i < sizeof kinds / sizeof kinds[0]; i++) {
+        if (strcmp(a->kind, kinds[i].kind) == 0) {
+            return kinds[i].make(c, a->name, l);
+        }
+    }
+    return rlock_new(c, a->name, l);
+}

@@ -83,6 +83,10 @@ typedef struct cli_args {
     bool force;
     int follow_pid; /* hold --pid: the process to follow (0: the parent) */
     bool quiet;     /* -q: no message when the lock is busy (the exit code says it) */
+    /* --fair, --read (-s), --write, --fenced, --spin: the lock's kind, as
+     * rlock_kind() names it; NULL: the reentrant lock */
+    const char *kind;
+    bool kind_set; /* a kind option was given (two different ones: refused) */
 } cli_args;
 
 /* What a failed call was doing, as far as the diagnosis cares. */
@@ -99,6 +103,9 @@ typedef enum cli_cause {
 } cli_cause;
 
 /* ---- cli.c --------------------------------------------------------- */
+
+/* A handle on a->name of a->kind (rlock_new_fair(), ...). */
+rlock_status cli_new_lock(rlock_client *c, const cli_args *a, rlock **l);
 
 /* Prints "rlock: <message>" on stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -65,8 +65,15 @@ static const char usage_text[] =
     "  -k, --kill-after TIME  then SIGKILL it if still running after TIME\n"
     "  -c, --command LINE     run LINE with $SHELL -c (after NAME, as flock -c)\n"
     "  --watchdog TIME        watchdog lease (default RLOCK_WATCHDOG_MS or 30s)\n"
-    "  -s, --shared           a shared lock (not supported yet)\n"
-    "  -x, -e, --exclusive    an exclusive lock (the default)\n"
+    "  --fair                 a fair lock: first come, first served across\n"
+    "                         processes (Redisson getFairLock)\n"
+    "  -s, --shared, --read   the read (shared) half of a read/write lock\n"
+    "  --write                its write (exclusive) half: pairs with --read\n"
+    "  --fenced               a fenced lock: COMMAND gets the acquisition's\n"
+    "                         token in RLOCK_FENCE_TOKEN\n"
+    "  --spin                 a spin lock: waiters retry, no pub/sub\n"
+    "  -x, -e, --exclusive    the reentrant lock (the default); never mix\n"
+    "                         kinds on one NAME\n"
     "  --json                 status: print JSON (exit 0 whenever answered)\n"
     "  --force                unlock: required\n"
     "  TIME is seconds, fractions allowed (1.5), or a number with a unit:\n"
@@ -124,13 +131,14 @@ static void version(void)
 }
 
 /* A client and a handle on name, or an exit code. */
-static int open_lock(const cli_opts *o, const char *name, rlock_client **c, rlock **l)
+static int open_lock(const cli_opts *o, const cli_args *a, rlock_client **c, rlock **l)
 {
+    const char *name = a->name;
     int rc = cli_client(o, NULL, NULL, c);
     if (rc >= 0) {
         return rc;
     }
-    rlock_status s = rlock_new(*c, name, l);
+    rlock_status s = cli_new_lock(*c, a, l);
     if (s != RLOCK_OK) {
         rlock_client_free(*c);
         return cli_fail_lib(s, name);
@@ -155,6 +163,11 @@ enum {
     OPT_KEY,
     OPT_TLS_SERVER_NAME,
     OPT_TLS_INSECURE,
+    OPT_FAIR,
+    OPT_READ,
+    OPT_WRITE,
+    OPT_FENCED,
+    OPT_SPIN,
 };
 
 static const struct option long_opts[] = {
@@ -174,6 +187,11 @@ static const struct option long_opts[] = {
     {"kill-after", required_argument, NULL, 'k'},
     {"watchdog", required_argument, NULL, OPT_WATCHDOG},
     {"shared", no_argument, NULL, 's'},
+    {"read", no_argument, NULL, OPT_READ},
+    {"write", no_argument, NULL, OPT_WRITE},
+    {"fair", no_argument, NULL, OPT_FAIR},
+    {"fenced", no_argument, NULL, OPT_FENCED},
+    {"spin", no_argument, NULL, OPT_SPIN},
     {"exclusive", no_argument, NULL, 'x'},
     {"command", required_argument, NULL, 'c'},
     {"json", no_argument, NULL, OPT_JSON},
@@ -195,19 +213,19 @@ static const struct option long_opts[] = {
 static const char *allowed_for(const char *cmd)
 {
     if (strcmp(cmd, "run") == 0) {
-        return "wnqElSkWsxc";
+        return "wnqElSkWsxcK";
     }
     if (strcmp(cmd, "hold") == 0) {
-        return "wnqElWsxP";
+        return "wnqElWsxPK";
     }
     if (strcmp(cmd, "wait") == 0) {
-        return "wnqE";
+        return "wnqEsxK";
     }
     if (strcmp(cmd, "status") == 0) {
         return "j";
     }
     if (strcmp(cmd, "unlock") == 0) {
-        return "f";
+        return "fsxK";
     }
     return NULL;
 }
@@ -378,10 +396,27 @@ static int sub_option(cli_opts *o, const char *cmd, int ch, cli_args *a)
                    ? -1
                    : bad_value(cmd, ch, "a time of at least 3 ms");
     case 's':
-        return usage_error(cmd, "shared locks are not supported yet (-s is --shared, as in "
-                                "flock(1); the signal for COMMAND is -S/--signal)");
-    case 'x':
+    case OPT_READ:
+    case OPT_WRITE:
+    case OPT_FAIR:
+    case OPT_FENCED:
+    case OPT_SPIN:
+    case 'x': {
+        const char *kind = ch == 's' || ch == OPT_READ ? "read"
+                           : ch == OPT_WRITE           ? "write"
+                           : ch == OPT_FAIR            ? "fair"
+                           : ch == OPT_FENCED          ? "fenced"
+                           : ch == OPT_SPIN            ? "spin"
+                                                       : NULL;
+        if (a->kind_set && !(kind == NULL ? a->kind == NULL
+                                          : a->kind != NULL && strcmp(a->kind, kind) == 0)) {
+            return usage_error(cmd, "choose one kind of lock (--fair, --read/-s, --write, "
+                                    "--fenced, --spin or the default -x)");
+        }
+        a->kind = kind;
+        a->kind_set = true;
         return -1;
+    }
     case 'c':
         a->shell_cmd = optarg;
         return -1;
@@ -419,6 +454,12 @@ static int letter(int ch)
         return 'P';
     case 'e':
         return 'x';
+    case OPT_READ:
+    case OPT_WRITE:
+    case OPT_FAIR:
+    case OPT_FENCED:
+    case OPT_SPIN:
+        return 'K';
     default:
         return ch;
     }
@@ -608,7 +649,7 @@ static int cmd_unlock(const cli_opts *o, const cli_args *a)
     }
     rlock_client *c = NULL;
     rlock *l = NULL;
-    int rc = open_lock(o, a->name, &c, &l);
+    int rc = open_lock(o, a, &c, &l);
     if (rc >= 0) {
         return rc;
     }
@@ -633,7 +674,7 @@ static int cmd_wait(const cli_opts *o, const cli_args *a)
 {
     rlock_client *c = NULL;
     rlock *l = NULL;
-    int rc = open_lock(o, a->name, &c, &l);
+    int rc = open_lock(o, a, &c, &l);
     if (rc >= 0) {
         return rc;
     }
@@ -732,7 +773,7 @@ int main(int argc, char **argv)
         return usage_error(NULL, "unknown command '%s'", cmd);
     }
     cli_args a = {cmd,   NULL,  NULL, NULL, RLOCK_WAIT_FOREVER, RLOCK_WATCHDOG, -1, SIGTERM, CLI_EXIT_CONFLICT,
-                  false, false, 0,    false};
+                  false, false, 0,    false, NULL, false};
     const char *wd = getenv("RLOCK_WATCHDOG_MS");
     if (wd != NULL && *wd != '\0') {
         char *end = NULL;

@@ -28,7 +28,9 @@
  *
  * COMMAND's environment is rlock's, without RLOCK_AUTH (main() took it out
  * before any thread started), with RLOCK_NAME (the lock name), RLOCK_HELD=1
- * and RLOCK_OWNER (the holder field, "<client-id>:<thread>"). */
+ * and RLOCK_OWNER (the holder field, "<client-id>:<thread>", with ":write"
+ * for --write), and for --fenced RLOCK_FENCE_TOKEN (the acquisition's
+ * token; an inherited one is removed otherwise). */
 #include "cli.h"
 #include "proc.h"
 
@@ -169,21 +171,22 @@ static bool is_var(const char *entry, const char *var)
  * variables set. Built as an array rather than with setenv(), which is not
  * safe while the library's threads run. The caller frees the array and
  * its three added strings (the last three entries). */
-static char **child_env(const char *name, const char *owner)
+static char **child_env(const char *name, const char *owner, int64_t token)
 {
-    static const char *const ours[] = {"RLOCK_NAME", "RLOCK_HELD", "RLOCK_OWNER"};
+    static const char *const ours[] = {"RLOCK_NAME", "RLOCK_HELD", "RLOCK_OWNER",
+                                       "RLOCK_FENCE_TOKEN"};
     size_t n = 0;
     while (environ[n] != NULL) {
         n++;
     }
-    char **env = calloc(n + 4, sizeof *env);
+    char **env = calloc(n + 5, sizeof *env);
     if (env == NULL) {
         return NULL;
     }
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         bool skip = false;
-        for (size_t j = 0; j < 3; j++) {
+        for (size_t j = 0; j < 4; j++) {
             skip = skip || is_var(environ[i], ours[j]);
         }
         if (!skip) {
@@ -196,6 +199,12 @@ static char **child_env(const char *name, const char *owner)
                asprintf(&env[k + 2], "RLOCK_OWNER=%s", owner) < 0) {
         env[k + 2] = NULL;
     }
+    if (env[k] != NULL && env[k + 1] != NULL && env[k + 2] != NULL && token >= 0 &&
+        asprintf(&env[k + 3], "RLOCK_FENCE_TOKEN=%lld", (long long)token) < 0) {
+        env[k + 3] = NULL;
+        free(env[k + 2]);
+        env[k + 2] = NULL;
+    }
     if (env[k] == NULL || env[k + 1] == NULL || env[k + 2] == NULL) {
         free(env[k]);
         free(env[k + 1]);
@@ -205,14 +214,16 @@ static char **child_env(const char *name, const char *owner)
     return env;
 }
 
-static void free_env(char **env)
+/* added: the entries child_env() added at the end (3, or 4 with a
+ * token). */
+static void free_env(char **env, size_t added)
 {
     if (env != NULL) {
         size_t n = 0;
         while (env[n] != NULL) {
             n++;
         }
-        for (size_t i = n - 3; i < n; i++) {
+        for (size_t i = n - added; i < n; i++) {
             free(env[i]);
         }
         free(env);
@@ -731,7 +742,7 @@ int cli_run(const cli_opts *o, const cli_args *a)
     if (rc >= 0) {
         return rc;
     }
-    rlock_status s = rlock_new(c, a->name, &l);
+    rlock_status s = cli_new_lock(c, a, &l);
     if (s != RLOCK_OK) {
         rlock_client_free(c);
         return cli_fail_lib(s, a->name);
@@ -744,15 +755,31 @@ int cli_run(const cli_opts *o, const cli_args *a)
         rlock_client_free(c);
         return rc;
     }
-    char owner[64];
-    snprintf(owner, sizeof owner, "%s:%llu", rlock_client_id(c), (unsigned long long)g_tid);
+    char owner[80];
+    snprintf(owner, sizeof owner, "%s:%llu%s", rlock_client_id(c), (unsigned long long)g_tid,
+             a->kind != NULL && strcmp(a->kind, "write") == 0 ? ":write" : "");
+    int64_t token = -1;
+    if (a->kind != NULL && strcmp(a->kind, "fenced") == 0 &&
+        (s = rlock_fence_token(l, &token)) != RLOCK_OK) {
+        /* Taken, but without its token COMMAND cannot fence its writes:
+         * give the lock back rather than run it unprotected. */
+        int code = cli_fail_lib(s, a->name);
+        rlock_unlock(l);
+        rlock_free(l);
+        rlock_client_free(c);
+        return code;
+    }
 
     bool lost = false;
     int code;
     if (hold) {
         /* One line, flushed, so that a script reading it knows the lock
          * is held: the holder field, as rlock status shows it. */
-        printf("%s\n", owner);
+        if (token >= 0) {
+            printf("%s %lld\n", owner, (long long)token); /* --fenced: the token too */
+        } else {
+            printf("%s\n", owner);
+        }
         if (fflush(stdout) != 0) {
             cli_verbose(o, "%s: standard output is gone", a->name);
             code = CLI_EXIT_OK;
@@ -763,7 +790,7 @@ int cli_run(const cli_opts *o, const cli_args *a)
             close(hw.pidfd);
         }
     } else {
-        char **env = child_env(a->name, owner);
+        char **env = child_env(a->name, owner, token);
         cli_group g;
         run_state rs = {a, l, &g, cmd[0], -1, -1, -1, 0, 0, -1, false, false};
         int64_t fire_at;
@@ -779,7 +806,7 @@ int cli_run(const cli_opts *o, const cli_args *a)
         }
         each_fd(cloexec_if_new);
         int err = env ? cli_group_start(&g, cmd, env, fire_at) : ENOMEM;
-        free_env(env);
+        free_env(env, token >= 0 ? 4 : 3);
         if (err != 0) {
             cli_error("%s: %s", cmd[0], strerror(err));
             code = err == ENOENT ? CLI_EXIT_NOTFOUND : CLI_EXIT_NOEXEC;

@@ -195,21 +195,104 @@ typedef struct snapshot {
     const char *name;
     bool locked;
     const char *type;
+    const char *kind;        /* "read/write", "fair", "fenced", "lock", "none" or type */
+    const char *mode;        /* a read/write lock's mode field, or NULL */
+    size_t readers;          /* read/write: reader fields */
+    redisReply *queue;       /* fair: LRANGE of the queue, or NULL */
+    redisReply *deadlines;   /* fair: ZRANGE of the timeouts WITHSCORES, or NULL */
+    long long now_ms;        /* the server's clock at the snapshot (TIME) */
+    const char *token;       /* fenced: the token key's value, or NULL */
     long long ttl;
     redisReply *fields;      /* HGETALL, or NULL */
     redisReply *clients;     /* CLIENT LIST, or NULL */
     const char *clients_err; /* why there is no CLIENT LIST, or NULL */
 } snapshot;
 
+/* ---- the kind ----------------------------------------------------------- */
+
+/* Redisson's prefix(P, N): P:N when N has a '{' (its own hash tag), else
+ * P:{N} (spec 0.1). malloc'd, NULL on ENOMEM. */
+static char *prefixed(const char *p, const char *name)
+{
+    char *out = NULL;
+    int n = strchr(name, '{') ? asprintf(&out, "%s:%s", p, name)
+                              : asprintf(&out, "%s:{%s}", p, name);
+    return n < 0 ? NULL : out;
+}
+
+/* The deadline of queued owner (score of the timeouts set), or -1. */
+static long long deadline_of(const snapshot *st, const redisReply *owner)
+{
+    const redisReply *d = st->deadlines;
+    for (size_t i = 0; d != NULL && i + 1 < d->elements; i += 2) {
+        if (d->element[i]->len == owner->len &&
+            memcmp(d->element[i]->str, owner->str, owner->len) == 0) {
+            return atoll(d->element[i + 1]->str);
+        }
+    }
+    return -1;
+}
+
+static bool ends_with(const redisReply *f, const char *tail)
+{
+    size_t n = strlen(tail);
+    return f->len >= n && memcmp(f->str + f->len - n, tail, n) == 0;
+}
+
+/* Works out the kind from what the name's keys hold. */
+static void find_kind(snapshot *st)
+{
+    size_t nf = st->fields ? st->fields->elements / 2 : 0;
+    for (size_t i = 0; i < nf; i++) {
+        redisReply *f = st->fields->element[2 * i];
+        if (f->len == 4 && memcmp(f->str, "mode", 4) == 0) {
+            st->mode = st->fields->element[2 * i + 1]->str;
+        }
+    }
+    for (size_t i = 0; st->mode != NULL && i < nf; i++) {
+        redisReply *f = st->fields->element[2 * i];
+        if (!(f->len == 4 && memcmp(f->str, "mode", 4) == 0) && !ends_with(f, ":write")) {
+            st->readers++;
+        }
+    }
+    bool queued = st->queue != NULL && st->queue->elements > 0;
+    if (st->mode != NULL) {
+        st->kind = "read/write";
+    } else if (queued) {
+        st->kind = "fair";
+    } else if (st->token != NULL && (strcmp(st->type, "hash") == 0 ||
+                                     strcmp(st->type, "none") == 0)) {
+        st->kind = "fenced";
+    } else if (strcmp(st->type, "hash") == 0) {
+        st->kind = "lock";
+    } else {
+        st->kind = st->type;
+    }
+}
+
+
 static void print_text(const snapshot *st)
 {
     size_t nf = st->fields ? st->fields->elements / 2 : 0;
     fputs("name: ", stdout);
     text_string(st->name, strlen(st->name));
-    printf("\nlocked: %s\ntype: %s\nttl_ms: %lld\nholders: %zu\n", st->locked ? "yes" : "no",
-           st->type, st->ttl, nf);
+    printf("\nlocked: %s\ntype: %s\nkind: %s\n", st->locked ? "yes" : "no", st->type, st->kind);
+    if (st->mode != NULL) {
+        fputs("mode: ", stdout);
+        text_string(st->mode, strlen(st->mode));
+        printf("\nreaders: %zu\n", st->readers);
+    }
+    if (st->token != NULL) {
+        fputs("token: ", stdout);
+        text_string(st->token, strlen(st->token));
+        putchar('\n');
+    }
+    printf("ttl_ms: %lld\nholders: %zu\n", st->ttl, nf - (st->mode != NULL ? 1 : 0));
     for (size_t i = 0; i < nf; i++) {
         redisReply *f = st->fields->element[2 * i], *v = st->fields->element[2 * i + 1];
+        if (st->mode != NULL && f->len == 4 && memcmp(f->str, "mode", 4) == 0) {
+            continue;
+        }
         fputs("holder: ", stdout);
         text_string(f->str, f->len);
         fputs(" count ", stdout);
@@ -229,6 +312,20 @@ static void print_text(const snapshot *st)
             printf("  connection: none named for this holder\n");
         }
     }
+    size_t nq = st->queue != NULL ? st->queue->elements : 0;
+    if (nq > 0 || strcmp(st->kind, "fair") == 0) {
+        printf("queue: %zu\n", nq);
+    }
+    for (size_t i = 0; i < nq; i++) {
+        fputs("waiter: ", stdout);
+        text_string(st->queue->element[i]->str, st->queue->element[i]->len);
+        long long d = deadline_of(st, st->queue->element[i]);
+        if (d >= 0) {
+            printf(" deadline %lld (in %lld ms)\n", d, d - st->now_ms);
+        } else {
+            printf(" deadline none\n");
+        }
+    }
 }
 
 static void print_json(const snapshot *st)
@@ -238,10 +335,45 @@ static void print_json(const snapshot *st)
     json_string(st->name, strlen(st->name));
     printf(",\"locked\":%s,\"type\":", st->locked ? "true" : "false");
     json_string(st->type, strlen(st->type));
+    printf(",\"kind\":");
+    json_string(st->kind, strlen(st->kind));
+    if (st->mode != NULL) {
+        printf(",\"mode\":");
+        json_string(st->mode, strlen(st->mode));
+        printf(",\"readers\":%zu", st->readers);
+    }
+    if (st->token != NULL) {
+        printf(",\"token\":");
+        if (is_integer(st->token)) {
+            printf("%s", st->token);
+        } else {
+            json_string(st->token, strlen(st->token));
+        }
+    }
+    size_t nq = st->queue != NULL ? st->queue->elements : 0;
+    if (nq > 0 || strcmp(st->kind, "fair") == 0) {
+        printf(",\"queue\":[");
+        for (size_t i = 0; i < nq; i++) {
+            printf("%s{\"owner\":", i ? "," : "");
+            json_string(st->queue->element[i]->str, st->queue->element[i]->len);
+            long long d = deadline_of(st, st->queue->element[i]);
+            if (d >= 0) {
+                printf(",\"deadline_ms\":%lld,\"in_ms\":%lld}", d, d - st->now_ms);
+            } else {
+                printf(",\"deadline_ms\":null,\"in_ms\":null}");
+            }
+        }
+        putchar(']');
+    }
     printf(",\"ttl_ms\":%lld,\"holders\":[", st->ttl);
+    bool first = true;
     for (size_t i = 0; i < nf; i++) {
         redisReply *f = st->fields->element[2 * i], *v = st->fields->element[2 * i + 1];
-        printf("%s{\"owner\":", i ? "," : "");
+        if (st->mode != NULL && f->len == 4 && memcmp(f->str, "mode", 4) == 0) {
+            continue;
+        }
+        printf("%s{\"owner\":", first ? "" : ",");
+        first = false;
         json_string(f->str, f->len);
         printf(",\"count\":");
         if (is_integer(v->str)) {
@@ -324,36 +456,55 @@ int cli_status(const cli_opts *o, const char *name, bool json)
         return rc;
     }
     cli_verbose(o, "connected to %s", o->shown);
-    /* One MULTI, so that type, TTL and holders describe the same moment;
-     * HGETALL on a key of another type fails inside EXEC alone. */
-    char *cmds[5] = {NULL};
-    long long lens[5];
-    lens[0] = redisFormatCommand(&cmds[0], "MULTI");
-    lens[1] = redisFormatCommand(&cmds[1], "TYPE %s", name);
-    lens[2] = redisFormatCommand(&cmds[2], "PTTL %s", name);
-    lens[3] = redisFormatCommand(&cmds[3], "HGETALL %s", name);
-    lens[4] = redisFormatCommand(&cmds[4], "EXEC");
-    redisReply *rep[5] = {NULL};
+    /* One MULTI, so that type, TTL, holders and the other kinds' keys (the
+     * fair lock's queue and deadlines, the fenced lock's token) describe
+     * the same moment, with the server's clock for the deadlines; a
+     * command on a key of another type fails inside EXEC alone. */
+    char *q = prefixed("redisson_lock_queue", name);
+    char *t = prefixed("redisson_lock_timeout", name);
+    char *tk = prefixed("redisson_lock_token", name);
+    enum { NCMD = 10 };
+    char *cmds[NCMD] = {NULL};
+    long long lens[NCMD];
+    for (int i = 0; i < NCMD; i++) {
+        lens[i] = -1;
+    }
+    if (q != NULL && t != NULL && tk != NULL) {
+        lens[0] = redisFormatCommand(&cmds[0], "MULTI");
+        lens[1] = redisFormatCommand(&cmds[1], "TYPE %s", name);
+        lens[2] = redisFormatCommand(&cmds[2], "PTTL %s", name);
+        lens[3] = redisFormatCommand(&cmds[3], "HGETALL %s", name);
+        lens[4] = redisFormatCommand(&cmds[4], "LRANGE %s 0 -1", q);
+        lens[5] = redisFormatCommand(&cmds[5], "ZRANGE %s 0 -1 WITHSCORES", t);
+        lens[6] = redisFormatCommand(&cmds[6], "GET %s", tk);
+        lens[7] = redisFormatCommand(&cmds[7], "TIME");
+        lens[8] = redisFormatCommand(&cmds[8], "EXEC");
+    }
+    const int n = 9;
+    free(q);
+    free(t);
+    free(tk);
+    redisReply *rep[NCMD] = {NULL};
     rlock_status s = RLOCK_OK;
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < n; i++) {
         if (lens[i] < 0) {
             s = RLOCK_ENOMEM;
         }
     }
     if (s == RLOCK_OK) {
-        s = rlock__client_pipeline(c, name, strlen(name), 5, cmds, lens, rep);
+        s = rlock__client_pipeline(c, name, strlen(name), n, cmds, lens, rep);
         if (s != RLOCK_OK) {
             cli_detail_from_library();
         }
     }
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < n; i++) {
         redisFreeCommand(cmds[i]);
     }
     if (s == RLOCK_OK) {
-        s = error_reply(rep, 5);
+        s = error_reply(rep, n);
     }
-    redisReply *ex = rep[4];
-    if (s == RLOCK_OK && (ex->type != REDIS_REPLY_ARRAY || ex->elements != 3 ||
+    redisReply *ex = rep[n - 1];
+    if (s == RLOCK_OK && (ex->type != REDIS_REPLY_ARRAY || ex->elements != (size_t)n - 2 ||
                           ex->element[0]->type != REDIS_REPLY_STATUS ||
                           ex->element[1]->type != REDIS_REPLY_INTEGER)) {
         cli_detail_set(CLI_CAUSE_NONE, "unexpected reply to EXEC");
@@ -362,7 +513,7 @@ int cli_status(const cli_opts *o, const char *name, bool json)
     redisReply *clients = NULL;
     bool write_failed = false;
     char clients_err[256] = "";
-    snapshot st = {name, false, "none", -2, NULL, NULL, NULL};
+    snapshot st = {name, false, "none", "none", NULL, 0, NULL, NULL, 0, NULL, -2, NULL, NULL, NULL};
     if (s == RLOCK_OK) {
         st.type = ex->element[0]->str;
         st.ttl = ex->element[1]->integer;
@@ -370,10 +521,29 @@ int cli_status(const cli_opts *o, const char *name, bool json)
         if (st.fields->type != REDIS_REPLY_ARRAY || !all_strings(st.fields)) {
             st.fields = NULL; /* not a hash: no holders to list */
         }
+        redisReply *e;
+        if ((e = ex->element[3])->type == REDIS_REPLY_ARRAY) {
+            bool ok = true;
+            for (size_t i = 0; i < e->elements; i++) {
+                ok = ok && e->element[i]->type == REDIS_REPLY_STRING;
+            }
+            st.queue = ok ? e : NULL;
+        }
+        if ((e = ex->element[4])->type == REDIS_REPLY_ARRAY && all_strings(e)) {
+            st.deadlines = e;
+        }
+        if ((e = ex->element[5])->type == REDIS_REPLY_STRING) {
+            st.token = e->str;
+        }
+        if ((e = ex->element[6])->type == REDIS_REPLY_ARRAY && e->elements == 2 &&
+            e->element[0]->type == REDIS_REPLY_STRING && e->element[1]->type == REDIS_REPLY_STRING) {
+            st.now_ms = atoll(e->element[0]->str) * 1000 + atoll(e->element[1]->str) / 1000;
+        }
+        find_kind(&st);
         /* "Locked" means what Redisson's isLocked() means: the key exists,
          * whatever it holds. */
         st.locked = strcmp(st.type, "none") != 0;
-        if (st.fields != NULL && st.fields->elements > 0) {
+        if (st.fields != NULL && st.fields->elements > 0 && st.fields->elements / 2 > (st.mode ? 1u : 0u)) {
             /* Without CLIENT LIST (an ACL may deny it) the rest stands. */
             clients = client_list(c, clients_err, sizeof clients_err);
             st.clients = clients;
@@ -389,7 +559,7 @@ int cli_status(const cli_opts *o, const char *name, bool json)
             write_failed = true;
         }
     }
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < n; i++) {
         if (rep[i] != NULL) {
             freeReplyObject(rep[i]);
         }

@@ -45,6 +45,10 @@ bool rlock__latch_trusted(const struct rlock_client *c, int64_t first_sent_ms, i
 
 /* CLOCK_MONOTONIC in ms: never jumps with wall-clock changes. */
 int64_t rlock__now_ms(void);
+/* CLOCK_REALTIME in ms since the epoch: only for what other clients read
+ * as a date (the fair lock's deadlines in Redis, which Redisson compares
+ * with its own wall clock), never for a local timeout. */
+int64_t rlock__wall_ms(void);
 void rlock__deadline_ts(int64_t deadline_ms, struct timespec *ts);
 /* A condvar on CLOCK_MONOTONIC. */
 int rlock__cond_init(pthread_cond_t *cv);

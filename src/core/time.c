@@ -1,6 +1,8 @@
 /* Monotonic time and condition-variable waits on it. Every timeout in rlock
  * is measured on CLOCK_MONOTONIC so that a wall-clock step (NTP, an operator
- * setting the date) never shortens or stretches a wait or a lease check. */
+ * setting the date) never shortens or stretches a wait or a lease check.
+ * The one wall-clock reading, rlock__wall_ms(), is for dates other clients
+ * compare with theirs (the fair lock's queue deadlines). */
 #include <errno.h>
 #include <time.h>
 
@@ -10,6 +12,13 @@ int64_t rlock__now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t rlock__wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 

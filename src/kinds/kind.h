@@ -13,6 +13,8 @@
  *                queue; _POLL: no messages, back-off
  *   wake         what a "0" message means for local waiters ("1": all)
  *   no_reentry   the holder asking again is refused with {4,0}
+ *   shared       holds share the lock (the read half): a newcomer does
+ *                not queue behind local waiters without an attempt
  *   attempt      one idempotent attempt (acquire latch, resend, the
  *                reply shapes of rlock__parse_attempt(): {1,n[,token]}
  *                taken, {0,ttl} held, {2,0} gone, {3,0} spent, {4,0}

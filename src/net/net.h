@@ -169,6 +169,11 @@ extern const rlock__script rlock__script_renew;
 extern const rlock__script rlock__script_fenced_acquire;
 extern const rlock__script rlock__script_fenced_write;
 extern const rlock__script rlock__script_guarded;
+extern const rlock__script rlock__script_fair_acquire;
+extern const rlock__script rlock__script_fair_abandon;
+extern const rlock__script rlock__script_fair_unlock;
+extern const rlock__script rlock__script_fair_force_unlock;
+extern const rlock__script rlock__script_fair_give_up;
 
 /* One call of a script or command. */
 typedef struct rlock__call {

@@ -96,11 +96,20 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
     int64_t io_limit = wait_ms == 0 ? cmd_ms : c->cfg.retry_timeout_ms;
     /* No barging: while other threads of this client queue for the name, a
      * newcomer that does not hold it queues behind them instead of racing
-     * them (or the thread that just released would win again and again). */
-    bool skip = k->wait == RLOCK__WAIT_SHARED && wait_ms != 0 && held == 0 &&
+     * them (or the thread that just released would win again and again).
+     * Not for a kind whose holds share the lock: a reader goes in beside
+     * the readers that hold it, as Redisson's does. */
+    bool skip = k->wait == RLOCK__WAIT_SHARED && !k->shared && wait_ms != 0 && held == 0 &&
                 rlock__chan_queued(c, l->channel, l->chanlen);
-    bool attempted = false; /* an attempt went out: the kind may have queued us */
+    /* An attempt answered "held elsewhere", or went unanswered: the kind
+     * may have queued this waiter (the fair lock's queue in Redis). The
+     * other answers (taken, gone, spent, self, foreign) queue nobody. */
+    bool maybe_queued = false;
     int64_t spin_last = 0, spin_tries = 0;
+    /* The waiter's channel as it was right before the latest attempt, while
+     * not joined; peeked: that attempt answered "held elsewhere". */
+    rlock__chan_seen seen = {0, 0};
+    bool peeked = false;
     unsigned seed = (unsigned)(tid * 2654435761u) ^ (unsigned)rlock__now_ms();
     st = RLOCK_EBUSY;
     for (;;) {
@@ -118,8 +127,11 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
             /* A wake-up that arrives while this attempt is in flight was
              * not used by it (Redis may have run it before the release). */
             uint64_t mark = rlock__waitq_mark(c, &q);
+            peeked = false;
+            if (!q.ch && wait_ms != 0 && k->wait != RLOCK__WAIT_POLL) {
+                rlock__waitq_peek(l, &seen);
+            }
             st = k->attempt(l, owner, lease, held, wait_ms, rid, resend, &a, sent + cmd_ms);
-            attempted = true;
             if (st == RLOCK_OK && a.what == RLOCK__TAKEN) {
                 /* The TTL was set by whichever copy ran: no earlier than
                  * the first send. */
@@ -159,6 +171,10 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
                                  k->name);
                 break;
             }
+            if ((st == RLOCK_OK && a.what == RLOCK__HELD) || st == RLOCK_EIO ||
+                st == RLOCK_ETIMEDOUT) {
+                maybe_queued = true;
+            }
             if (st == RLOCK_OK) { /* RLOCK__HELD */
                 st = rlock__fail(RLOCK_EBUSY, "the lock is held by another owner");
                 ttl = a.ttl;
@@ -166,6 +182,7 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
                 lease_end = ttl >= 0 ? rlock__now_ms() + ttl : -1;
                 io_since = -1;
                 io_sleep = 0;
+                peeked = !q.ch && wait_ms != 0;
                 rlock__waitq_saw_held(c, &q, mark, lease_end);
             } else if (st == RLOCK_EIO || st == RLOCK_ETIMEDOUT) {
                 /* No answer (Redis restarting, the link dropped, a stalled
@@ -215,21 +232,34 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
             continue;
         }
         if (!q.ch) {
-            bool behind = false;
+            bool behind = false, live = false;
             int64_t hint = -1;
-            rlock_status js = rlock__waitq_join(l, &q, cancel, deadline, &behind, &hint);
+            rlock_status js = rlock__waitq_join(l, &q, cancel, deadline, &behind, &hint,
+                                                peeked ? &seen : NULL, &live);
             if (js != RLOCK_OK) { /* closed, cancelled, EPERM, ENOMEM */
                 st = js;
                 break;
             }
-            /* Queued behind other local waiters: sleep until woken in turn,
-             * at the latest when the holder's lease ends as their last
-             * attempt saw it. Without that knowledge, try again now. */
             now = rlock__now_ms();
-            if (!(behind && held == 0 && hint > now)) {
+            if (live && !k->shared) {
+                /* The channel was subscribed before the attempt went out
+                 * (lingering from this thread's last wait) and no message
+                 * came since: a release that runs after the attempt
+                 * publishes to this subscription, and its message finds
+                 * this waiter queued. The attempt that would close the
+                 * lost-wake-up window finds nothing new: sleep on the
+                 * lease the attempt saw. */
+            } else if (!(behind && held == 0 && hint > now) || k->shared) {
+                /* Queued behind other local waiters: sleep until woken in
+                 * turn, at the latest when the holder's lease ends as their
+                 * last attempt saw it. Without that knowledge, try again
+                 * now. A shared kind (the read half) always tries again:
+                 * readers do not queue behind each other, and a "0" wakes
+                 * only one local waiter. */
                 continue;
+            } else {
+                lease_end = hint;
             }
-            lease_end = hint;
         }
         int64_t until = io_sleep > 0 && st != RLOCK_EBUSY ? now + io_sleep : lease_end;
         rlock_status ss = rlock__waitq_sleep(c, &q, rlock__min_deadline(until, deadline));
@@ -239,7 +269,7 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
         }
     }
     rlock__waitq_leave(c, &q, st == RLOCK_OK, rlock__now_ms() + lease);
-    if (st != RLOCK_OK && attempted && k->give_up) {
+    if (st != RLOCK_OK && maybe_queued && k->give_up) {
         /* The kind's queue in Redis (the fair lock's) lets the others
          * behind go first. A give-up that fails leaves the place to be
          * purged when its deadline passes, as Redisson's would be. */

@@ -73,6 +73,11 @@ struct rlock__chan {
      * that Redis ran before the release (see rlock__chan_used_wake). */
     uint64_t wake_seq;
     uint64_t permit_seq; /* wake_seq of the latest message kept as a permit */
+    /* Unique within the client, renewed each time the entry stops being
+     * confirmed (an (un)subscribe sent, a reset, a refusal): an entry
+     * confirmed with the same epoch at two instants stayed subscribed on
+     * one connection in between (rlock__chan_peek). */
+    uint64_t epoch;
     rlock__wake wake;
     rlock__waiter *head, *tail;
     pthread_cond_t sub_cv; /* subscription confirmed or state reset */
@@ -144,6 +149,14 @@ static void wake_all(rlock__chan *ch)
     wake_all_as(ch, false);
 }
 
+/* The subscription is no longer known to be live: messages may be missed
+ * from here until it is confirmed again. ps_mu held. */
+static void unconfirm(rlock_client *c, rlock__chan *ch)
+{
+    ch->confirmed = false;
+    ch->epoch = ++c->ps_epoch;
+}
+
 static bool sent_push(rlock_client *c, rlock__chan *ch, bool sub)
 {
     if (c->ps_sent_n == c->ps_sent_cap) {
@@ -210,6 +223,7 @@ static rlock_status chan_ref(rlock_client *c, const char *channel, size_t len, r
             return rlock__fail(RLOCK_ENOMEM, "out of memory for a subscription");
         }
         rlock__cond_init(&ch->sub_cv);
+        ch->epoch = ++c->ps_epoch;
     }
     if (ch->refs++ == 0) {
         /* Messages kept while nobody waited are stale: the first waiter
@@ -315,9 +329,18 @@ bool rlock__chan_queued(rlock_client *c, const char *channel, size_t len)
     return queued;
 }
 
-rlock_status rlock__chan_join(rlock_client *c, const char *channel, size_t len,
-                              rlock__wake wake, rlock__chan **out_ch, rlock__waiter **out_w,
-                              bool *queued_behind, int64_t *hint_until)
+void rlock__chan_peek(rlock_client *c, const char *channel, size_t len, rlock__chan_seen *out)
+{
+    pthread_mutex_lock(&c->ps_mu);
+    rlock__chan *ch = (rlock__chan *)rlock__map_get(&c->chans, channel, len);
+    out->epoch = ch && ch->confirmed ? ch->epoch : 0;
+    out->seq = ch ? ch->wake_seq : 0;
+    pthread_mutex_unlock(&c->ps_mu);
+}
+
+rlock_status rlock__chan_join(rlock_client *c, const char *channel, size_t len, rlock__wake wake,
+                              rlock__chan **out_ch, rlock__waiter **out_w, bool *queued_behind,
+                              int64_t *hint_until, const rlock__chan_seen *seen, bool *live)
 {
     rlock__waiter *w = calloc(1, sizeof *w);
     if (!w) {
@@ -334,6 +357,13 @@ rlock_status rlock__chan_join(rlock_client *c, const char *channel, size_t len,
         return st;
     }
     ch->wake = wake;
+    /* Subscribed since before the caller's attempt went out, on the same
+     * connection, and no message since: a release that ran after the
+     * attempt publishes to a live subscription, and its message, read
+     * from now on, finds this waiter queued (a message that came before
+     * would have moved wake_seq). */
+    *live = seen && seen->epoch != 0 && ch->epoch == seen->epoch && ch->confirmed &&
+            ch->wake_seq == seen->seq;
     *queued_behind = ch->head != NULL;
     *hint_until = ch->head ? ch->hint_until : -1;
     w->prev = ch->tail;
@@ -413,11 +443,11 @@ rlock_status rlock__chan_sleep(rlock_client *c, rlock__chan *ch, rlock__waiter *
 
 static void reset_all(rlock__map_node *n, void *arg)
 {
-    (void)arg;
     rlock__chan *ch = (rlock__chan *)n;
+    rlock_client *c = arg;
     ch->outstanding = 0;
     ch->sent_sub = false;
-    ch->confirmed = false;
+    unconfirm(c, ch);
     ch->was_reset = true;
     wake_all(ch);
 }
@@ -427,7 +457,7 @@ static void connection_reset(rlock_client *c)
 {
     c->ps_sent_n = 0; /* nothing is due on a new connection */
     c->ps_sent_head = 0;
-    rlock__map_each(&c->chans, reset_all, NULL);
+    rlock__map_each(&c->chans, reset_all, c);
     /* Rebuild the dirty list from scratch: every referenced channel must
      * be subscribed again; unreferenced ones are dropped. */
     c->dirty = NULL;
@@ -565,7 +595,7 @@ static void flush_dirty(rlock_client *c, outbuf *o)
             return;
         }
         ch->sent_sub = want;
-        ch->confirmed = false;
+        unconfirm(c, ch);
         ch->outstanding++;
     }
 }
@@ -587,7 +617,7 @@ static void on_refusal(rlock_client *c, const redisReply *r)
         rlock_status st = rlock__error_reply(r); /* EPERM, or EREDIS */
         if (ch->sent_sub && ch->outstanding == 0) {
             ch->sent_sub = false;
-            ch->confirmed = false;
+            unconfirm(c, ch);
             ch->refused = st;
             wake_all(ch);
         }

@@ -27,13 +27,27 @@ rlock_status rlock__pubsub_start(struct rlock_client *c);
 void rlock__pubsub_stop(struct rlock_client *c);
 /* Frees the entries once no caller is left. */
 void rlock__pubsub_free(struct rlock_client *c);
+/* What a thread saw of a channel right before it sent an attempt, for
+ * rlock__chan_join() after it: the subscription's epoch (0: not
+ * confirmed then) and the channel's wake sequence. */
+typedef struct rlock__chan_seen {
+    uint64_t epoch;
+    uint64_t seq;
+} rlock__chan_seen;
+void rlock__chan_peek(struct rlock_client *c, const char *channel, size_t len,
+                      rlock__chan_seen *out);
 /* Joins the local queue of channel, subscribing if first: *out_w is this
  * thread's place. *hint_ms is when the holder's lease runs out as the most
  * recent failed attempt of a queued local waiter saw it (-1: unknown), so
- * a newcomer queued behind them knows how long it may sleep. */
+ * a newcomer queued behind them knows how long it may sleep. *live (seen
+ * may be NULL: false): the channel has been subscribed, on one connection,
+ * since seen was taken, and no message came since; every release that
+ * runs after the attempt sent after seen will wake this waiter, so it
+ * need not attempt again before it sleeps. */
 rlock_status rlock__chan_join(struct rlock_client *c, const char *channel, size_t len,
                               rlock__wake wake, rlock__chan **out_ch, rlock__waiter **out_w,
-                              bool *queued_behind, int64_t *hint_ms);
+                              bool *queued_behind, int64_t *hint_ms, const rlock__chan_seen *seen,
+                              bool *live);
 /* Waits until the subscription is confirmed, deadline_ms passes (then
  * RLOCK_ETIMEDOUT: the caller goes on and sleeps on the lease), the client
  * closes (RLOCK_ECLOSED) or the waiter's token is cancelled. */
@@ -154,6 +168,13 @@ typedef struct rlock__kind {
      * with held > 0 answers {4,0} (RLOCK__SELF) and changes nothing, so
      * the engine does not take it for a re-entry that may reset the TTL. */
     bool no_reentry;
+    /* Holds of this kind share the lock (the read half): a newcomer
+     * attempts at once even while other local threads queue for the name,
+     * and a waiter queued behind them attempts again once subscribed
+     * instead of sleeping in turn (an exclusive kind's no-barging rule
+     * would keep a reader behind a waiting writer while readers hold, and
+     * a reader that missed a "1" asleep until the holders' lease ends). */
+    bool shared;
     /* One attempt for owner "<uuid>:<tid>" with request id rid; held is
      * the count this thread believes it has (0: a first acquisition);
      * wait_ms the caller's wait (-1 forever, 0 none).
@@ -254,11 +275,17 @@ typedef struct rlock__waitq {
  * until the subscription is confirmed, deadline_ms or subscribe_timeout_ms
  * (then it goes on: the caller sleeps on the holder's lease). *behind:
  * other local waiters were queued; *hint_ms: when the holder's lease ends
- * as their latest attempt saw it (-1 unknown). RLOCK_ECANCELED,
+ * as their latest attempt saw it (-1 unknown); seen, *live: as
+ * rlock__chan_join(). RLOCK_ECANCELED,
  * RLOCK_ECLOSED, RLOCK_EPERM (SUBSCRIBE refused), RLOCK_ENOMEM; on any
  * status the caller leaves with rlock__waitq_leave(). */
 rlock_status rlock__waitq_join(struct rlock *l, rlock__waitq *q, rlock_cancel *cancel,
-                               int64_t deadline_ms, bool *behind, int64_t *hint_ms);
+                               int64_t deadline_ms, bool *behind, int64_t *hint_ms,
+                               const rlock__chan_seen *seen, bool *live);
+/* Notes the state of the channel the calling thread would wait on for l
+ * (rlock__chan_peek()), before an attempt; *live from rlock__waitq_join()
+ * then tells whether the attempt after the join can be skipped. */
+void rlock__waitq_peek(struct rlock *l, rlock__chan_seen *seen);
 /* The channel's wake sequence before a probe or attempt (0 when not
  * joined), for rlock__waitq_saw_held() after it. */
 uint64_t rlock__waitq_mark(rlock_client *c, const rlock__waitq *q);

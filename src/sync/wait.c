@@ -54,30 +54,64 @@ rlock_status rlock__poll_sleep(rlock_client *c, rlock_cancel *cancel, int64_t de
 }
 
 
-rlock_status rlock__waitq_join(rlock *l, rlock__waitq *q, rlock_cancel *cancel,
-                               int64_t deadline_ms, bool *behind, int64_t *hint_ms)
+/* The channel a waiter of l listens on: l's, or (RLOCK__WAIT_OWN) its own,
+ * <channel>:<owner field>, built in buf when it fits in cap bytes, else in
+ * *heap (malloc'd, for the caller to free); NULL on ENOMEM. *len: its
+ * length. */
+static const char *wait_channel(const rlock *l, char *buf, size_t cap, char **heap, size_t *len)
+{
+    *heap = NULL;
+    if (l->kind->wait != RLOCK__WAIT_OWN) {
+        *len = l->chanlen;
+        return l->channel;
+    }
+    char *chan = buf;
+    if (l->chanlen + 1 + RLOCK__OWNER_MAX > cap) {
+        chan = *heap = malloc(l->chanlen + 1 + RLOCK__OWNER_MAX);
+        if (!chan) {
+            return NULL;
+        }
+    }
+    memcpy(chan, l->channel, l->chanlen);
+    chan[l->chanlen] = ':';
+    rlock__owner_field(l, rlock_thread_id(), chan + l->chanlen + 1);
+    *len = strlen(chan);
+    return chan;
+}
+
+void rlock__waitq_peek(rlock *l, rlock__chan_seen *seen)
+{
+    char buf[256], *heap;
+    size_t len;
+    const char *chan = wait_channel(l, buf, sizeof buf, &heap, &len);
+    if (!chan) {
+        *seen = (rlock__chan_seen){0, 0}; /* not known to be subscribed */
+        return;
+    }
+    rlock__chan_peek(l->c, chan, len, seen);
+    free(heap);
+}
+
+rlock_status rlock__waitq_join(rlock *l, rlock__waitq *q, rlock_cancel *cancel, int64_t deadline_ms,
+                               bool *behind, int64_t *hint_ms, const rlock__chan_seen *seen,
+                               bool *live)
 {
     rlock_client *c = l->c;
     rlock_status st;
-    if (l->kind->wait == RLOCK__WAIT_OWN) {
-        /* The waiter's own channel: <channel>:<owner>, which the kind's
-         * release publishes to when this waiter heads Redis's queue. */
-        char *chan = malloc(l->chanlen + 1 + RLOCK__OWNER_MAX);
-        if (!chan) {
-            q->ch = NULL;
-            q->w = NULL;
-            return rlock__fail(RLOCK_ENOMEM, "out of memory for a channel name");
-        }
-        memcpy(chan, l->channel, l->chanlen);
-        chan[l->chanlen] = ':';
-        rlock__owner_field(l, rlock_thread_id(), chan + l->chanlen + 1);
-        st = rlock__chan_join(c, chan, strlen(chan), l->kind->wake, &q->ch, &q->w, behind,
-                              hint_ms);
-        free(chan);
-    } else {
-        st = rlock__chan_join(c, l->channel, l->chanlen, l->kind->wake, &q->ch, &q->w, behind,
-                              hint_ms);
+    *live = false;
+    /* The waiter's own channel (RLOCK__WAIT_OWN): <channel>:<owner>, which
+     * the kind's release publishes to when this waiter heads Redis's
+     * queue. */
+    char buf[256], *heap;
+    size_t len;
+    const char *chan = wait_channel(l, buf, sizeof buf, &heap, &len);
+    if (!chan) {
+        q->ch = NULL;
+        q->w = NULL;
+        return rlock__fail(RLOCK_ENOMEM, "out of memory for a channel name");
     }
+    st = rlock__chan_join(c, chan, len, l->kind->wake, &q->ch, &q->w, behind, hint_ms, seen, live);
+    free(heap);
     if (st != RLOCK_OK) {
         q->ch = NULL;
         q->w = NULL;
@@ -92,7 +126,8 @@ rlock_status rlock__waitq_join(rlock *l, rlock__waitq *q, rlock_cancel *cancel,
     }
     rlock__waiter_set_cancel(q->w, cancel);
     /* A release published before the subscription took effect reaches
-     * nobody: the caller probes again once this returns. Unconfirmed
+     * nobody: the caller probes again once this returns (unless *live:
+     * the subscription was in place before its last attempt). Unconfirmed
      * within subscribe_timeout_ms, it sleeps on the holder's lease. */
     int64_t until = rlock__min_deadline(deadline_ms, rlock__now_ms() + c->cfg.subscribe_timeout_ms);
     st = rlock__chan_wait_subscribed(c, q->ch, q->w, until);
@@ -243,7 +278,9 @@ rlock_status rlock__wait_unlocked(rlock *l, int64_t wait_ms, rlock_cancel *cance
         if (!q.ch) {
             bool behind = false;
             int64_t hint = -1;
-            rlock_status js = rlock__waitq_join(l, &q, cancel, deadline, &behind, &hint);
+            bool live = false;
+            rlock_status js =
+                rlock__waitq_join(l, &q, cancel, deadline, &behind, &hint, NULL, &live);
             if (js != RLOCK_OK) {
                 st = js;
                 break;

@@ -74,8 +74,17 @@ int t_mutex_mixed(void);
 int t_wire_unlock_latch(void);
 int t_wire_renewal_batch(void);
 int t_porting_guide(void);
-/* fenced.c */
+/* fair.c, fenced.c, rwlock.c: the kinds' own interop tests */
 int t_fenced_tokens(void);
+int t_fair_mixed_fifo(void);
+int t_fair_give_up_both_ways(void);
+int t_rw_readers_share(void);
+int t_rw_java_writer_wakes_c_readers(void);
+int t_rw_c_writer_wakes_java_readers(void);
+int t_rw_last_reader_wakes_writer(void);
+int t_rw_downgrade_wakes_java_reader(void);
+int t_rw_force_both_ways(void);
+int t_rw_writers_mutex_mixed(void);
 /* kinds.c: the rest of the lock family */
 int t_fair_fifo(void);
 int t_fair_force(void);

@@ -418,7 +418,7 @@ int t_porting_guide(void)
         return 0;
     }
     JOK(&r, "g", "guide");
-    CHECK_INT(reply_word(&r, 0), 9);
+    CHECK_INT(reply_word(&r, 0), 10); /* snippets run: RLock (7), spin, fenced, RReadWriteLock */
     CHECK_INT(r_int("EVAL %s 0", "return #redis.call('keys', 'example:*')"), 0);
     return 0;
 }

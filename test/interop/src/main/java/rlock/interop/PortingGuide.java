@@ -9,6 +9,7 @@ import org.redisson.Redisson;
 import org.redisson.api.LockOptions;
 import org.redisson.api.RFencedLock;
 import org.redisson.api.RLock;
+import org.redisson.api.RReadWriteLock;
 import org.redisson.api.RedissonClient;
 import org.redisson.config.Config;
 
@@ -41,6 +42,12 @@ final class PortingGuide {
     }
 
     private void drainQueue() {
+    }
+
+    private void readPrices() {
+    }
+
+    private void updatePrices() {
     }
 
     private void debit(RLock lock) {
@@ -172,8 +179,6 @@ final class PortingGuide {
                 new LockOptions.ExponentialBackOff().initialDelay(2).maxDelay(64));
         check(quick.tryLock(), "the spin lock with its own back-off is free");
         quick.unlock();
-    }
-
     // The storage write the fenced snippet stands for: it refuses tokens
     // older than the newest it has seen.
     private long newestToken;
@@ -198,6 +203,21 @@ final class PortingGuide {
         }
         Long latest = lock.getToken();              // 0 if never locked
         check(next == null || (next > token && latest >= next), "fenced tokens");
+    private void readWrite() {
+        RReadWriteLock rw = redisson.getReadWriteLock("example:port_rwlock");
+        rw.readLock().lock();              // many readers at once
+        try {
+            readPrices();
+        } finally {
+            rw.readLock().unlock();
+        }
+        rw.writeLock().lock();             // one writer, no reader
+        try {
+            updatePrices();
+        } finally {
+            rw.writeLock().unlock();
+        }
+        check(!rw.writeLock().isLocked(), "port_rwlock unlocked");
     }
 
     // §12: compiled, never run (it names its own server).
@@ -223,7 +243,8 @@ final class PortingGuide {
             g.threads(redisson.getLock("example:port_threads"));
             g.spin();
             g.fenced();
-            return 9;
+            g.readWrite();
+            return 10;
         } finally {
             g.executor.shutdown();
         }
