@@ -456,8 +456,8 @@ INTEROP_SRC := $(wildcard test/interop/*.c)
 
 $(B)/interop/interop: $(INTEROP_SRC) $(wildcard test/interop/*.h) $(B)/librlock.a include/rlock.h
 	@mkdir -p $(B)/interop
-	$(CC) $(ALL_CFLAGS) -Itest/interop -o $@ $(INTEROP_SRC) \
-	  -Wl,--whole-archive $(B)/librlock.a -Wl,--no-whole-archive $(ALL_LDFLAGS) $(RL_LDLIBS)
+	$(CC) $(ALL_CFLAGS) -Itest/interop -o $@ $(INTEROP_SRC) $(B)/librlock.a \
+	  $(ALL_LDFLAGS) $(RL_LDLIBS)
 
 interop: deps
 	@sh test/interop/run.sh --check-tools

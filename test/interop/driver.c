@@ -508,7 +508,7 @@ static void *cw_main(void *arg)
             break;
         }
         case COP_TOKEN:
-            st = rlock_fence_token ? rlock_fence_token(l, &value) : RLOCK_EINVAL;
+            st = rlock_fence_token(l, &value);
             break;
         default:
             break;

@@ -15,22 +15,6 @@
 
 #include "rlock.h"
 
-/* The lock kinds of issue 16 land in the library one by one: until a kind
- * is in this build its calls are null weak references here (the driver is
- * linked with the whole librlock.a, so a kind that is in is always
- * found), and its tests say SKIP instead of running. */
-RLOCK_API rlock_status rlock_fence_token(rlock *l, int64_t *token);
-RLOCK_API rlock_status rlock_fence_token_latest(rlock *l, int64_t *token);
-#pragma weak rlock_new_fair
-#pragma weak rlock_new_read
-#pragma weak rlock_new_write
-#pragma weak rlock_new_fenced
-#pragma weak rlock_new_spin
-#pragma weak rlock_new_nonreentrant
-#pragma weak rlock_new_fair_nonreentrant
-#pragma weak rlock_fence_token
-#pragma weak rlock_fence_token_latest
-
 /* ---- time ---------------------------------------------------------- */
 
 /* Microseconds since the epoch (CLOCK_REALTIME, the clock the agent's

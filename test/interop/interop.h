@@ -44,22 +44,9 @@ int java_field(const char *worker, char *buf, size_t n);
         CHECK_INT(v_, (count));                                             \
     } while (0)
 
-/* A kind not yet in this build of rlock: the test says so and is counted
- * as skipped (see driver.h). */
-#define NEED(fn)                                                                     \
-    do {                                                                             \
-        if (!(fn)) {                                                                 \
-            printf("    %s is not in this build of rlock (its kind has not landed)\n", \
-                   #fn);                                                             \
-            return T_SKIP;                                                           \
-        }                                                                            \
-    } while (0)
-
 typedef rlock_status (*ctor_fn)(rlock_client *, const char *, rlock **);
 
-/* The tests: 0 passed, -1 failed (a CHECK printed why), T_SKIP skipped
- * (the kind is not in this build of rlock; it says so). */
-#define T_SKIP 1
+/* The tests: 0 passed, -1 failed (a CHECK printed why). */
 int t_reentry_java(void);
 int t_reentry_c(void);
 int t_lease_reentry(void);

@@ -123,7 +123,6 @@ static double ms_between(int64_t from_us, int64_t to_us)
  * head's own channel and nothing anywhere else. */
 int t_fair_fifo(void)
 {
-    NEED(rlock_new_fair);
     char n[128], q[KSZ], tk[KSZ], base[KSZ], pat[KSZ], f[4][160], ch[4][KSZ], hf[160];
     struct cworker *h = cw_new(), *c1 = cw_new(), *c2 = cw_new();
     struct cworker *cw[4] = {NULL, c1, NULL, c2};
@@ -280,7 +279,6 @@ static int one_message(struct sub *sub, long mark, const char *ch, const char *p
  * on its own channel; the old holder's unlock fails on its side. */
 int t_fair_force(void)
 {
-    NEED(rlock_new_fair);
     char n[128], q[KSZ], tk[KSZ], base[KSZ], pat[KSZ], cf[160], jf2[160], chc[KSZ], chj[KSZ];
     struct cworker *c1 = cw_new();
     struct reply r;
@@ -375,7 +373,6 @@ static long long zscore(const char *key, const char *member)
  * goes to f2, then c2. */
 int t_fair_giveup(void)
 {
-    NEED(rlock_new_fair);
     char n[128], q[KSZ], tk[KSZ], f[4][160];
     struct cworker *h = cw_new(), *c1 = cw_new(), *c2 = cw_new();
     struct reply r;
@@ -463,8 +460,6 @@ static void rw_channel(const char *name, char *buf, size_t n)
  * timeout keys; a writer of either side is kept out. */
 int t_rw_share(void)
 {
-    NEED(rlock_new_read);
-    NEED(rlock_new_write);
     char n[128], cf[160], jf1[160], jf2[160], jw[160], k[4][KSZ];
     struct reply r;
     rlock *rd, *wr;
@@ -728,8 +723,6 @@ static int rw_writer_waits_on_reader(bool java_reader)
  * the other side's reader. */
 int t_rw_wake(void)
 {
-    NEED(rlock_new_read);
-    NEED(rlock_new_write);
     for (int round = 0; round < 2; round++) {
         CHECK(rw_readers_wait_on_writer(true) == 0, "readers waiting on a Redisson writer");
         CHECK(rw_readers_wait_on_writer(false) == 0, "readers waiting on an rlock writer");
@@ -745,8 +738,6 @@ int t_rw_wake(void)
  * is not forced. */
 int t_rw_force(void)
 {
-    NEED(rlock_new_read);
-    NEED(rlock_new_write);
     struct rw_ctx x;
     struct reply r;
     bool was;
@@ -854,8 +845,6 @@ int t_rw_force(void)
  * Java reader gets in within 1 s. */
 int t_rw_downgrade(void)
 {
-    NEED(rlock_new_read);
-    NEED(rlock_new_write);
     struct rw_ctx x;
     struct reply r;
     if (rw_begin(&x, "rw_downgrade") != 0) {
@@ -933,7 +922,6 @@ int t_rw_downgrade(void)
  * stops the renewal of every read lock of a client, other tests' too. */
 int t_rw_renewal(void)
 {
-    NEED(rlock_new_read);
     struct cworker *c1 = cw_new(), *c2 = cw_new();
     struct reply r;
     char a[128], c[128], b[128], cf1[160], cf2[160], jf1[160], jf2[160];
@@ -1047,7 +1035,6 @@ int t_rw_renewal(void)
  * whose batch holds exactly these two locks. */
 int t_rw_renewal_batch(void)
 {
-    NEED(rlock_new_read);
     struct reply r;
     char n[2][128], jf[160], k[2][KSZ];
     CHECK(java_field("rwbatch.r1", jf, sizeof jf) == 0, "whoami");
@@ -1101,9 +1088,6 @@ static long long token_key(const char *name)
  * alone. */
 int t_fenced_cross(void)
 {
-    NEED(rlock_new_fenced);
-    NEED(rlock_fence_token);
-    NEED(rlock_fence_token_latest);
     char n[128], tk[KSZ], cf[160], jf[160];
     struct cworker *w = cw_new();
     struct reply r;
@@ -1227,7 +1211,6 @@ int t_fenced_cross(void)
  * subscriber to every channel naming the lock hears nothing). */
 int t_spin(void)
 {
-    NEED(rlock_new_spin);
     char n[128], pat[KSZ], cf[160], jf[160];
     struct cworker *w = cw_new();
     struct reply r;
@@ -1421,13 +1404,11 @@ static int nonreentrant_one(const char *jkind, rlock_status (*ctor)(rlock_client
  * versions must answer Unsupported. */
 int t_nonreentrant(void)
 {
-    NEED(rlock_new_nonreentrant);
     return nonreentrant_one("nonreentrant", rlock_new_nonreentrant);
 }
 
 int t_fair_nonreentrant(void)
 {
-    NEED(rlock_new_fair_nonreentrant);
     return nonreentrant_one("fairnonreentrant", rlock_new_fair_nonreentrant);
 }
 
@@ -1630,27 +1611,21 @@ static int kind_mutex(const char *test, const char *jkind, ctor_fn wctor, int nw
 
 int t_mutex_fair(void)
 {
-    NEED(rlock_new_fair);
     return kind_mutex("mutex_fair", "fair", rlock_new_fair, 3, 0);
 }
 
 int t_mutex_rw(void)
 {
-    NEED(rlock_new_read);
-    NEED(rlock_new_write);
     return kind_mutex("mutex_rw", "write", rlock_new_write, 2, 2);
 }
 
 int t_mutex_fenced(void)
 {
-    NEED(rlock_new_fenced);
-    NEED(rlock_fence_token);
     return kind_mutex("mutex_fenced", "fenced", rlock_new_fenced, 3, 0);
 }
 
 int t_mutex_spin(void)
 {
-    NEED(rlock_new_spin);
     return kind_mutex("mutex_spin", "spin", rlock_new_spin, 3, 0);
 }
 
@@ -1671,12 +1646,10 @@ static int mutex_4_4(const char *test, const char *jkind, ctor_fn ctor)
 
 int t_mutex_nonreentrant(void)
 {
-    NEED(rlock_new_nonreentrant);
     return mutex_4_4("mutex_nonreentrant", "nonreentrant", rlock_new_nonreentrant);
 }
 
 int t_mutex_fair_nonreentrant(void)
 {
-    NEED(rlock_new_fair_nonreentrant);
     return mutex_4_4("mutex_fair_nonreentrant", "fairnonreentrant", rlock_new_fair_nonreentrant);
 }
