@@ -770,7 +770,7 @@ static struct {
     const char *what;
     double ms[MAX_SAMPLES];
     int n;
-} series[40];
+} series[64];
 static int nseries;
 
 void measure(const char *what, double ms)
