@@ -124,8 +124,7 @@ static void snapshot(struct eside *s, char *out, size_t size)
         redisReply *t = redisCommand(R, "TYPE %s", k);
         const char *type = t && t->type == REDIS_REPLY_STATUS ? t->str : "?";
         long long ttl = r_int("PTTL %s", k);
-        n += (size_t)snprintf(line + n, sizeof line - n, "%s %s ttl=%lld:", k, type,
-                              ttl);
+        n += (size_t)snprintf(line + n, sizeof line - n, "%s %s ttl=%lld:", k, type, ttl);
         redisReply *v = NULL;
         if (strcmp(type, "string") == 0) {
             v = redisCommand(R, "GET %s", k);
@@ -151,8 +150,7 @@ static void snapshot(struct eside *s, char *out, size_t size)
         } else if (strcmp(type, "zset") == 0) {
             v = redisCommand(R, "ZRANGE %s 0 -1 WITHSCORES", k);
             for (size_t j = 0; v && j + 1 < v->elements; j += 2) {
-                n += (size_t)snprintf(line + n, sizeof line - n, " %s@now+%lld",
-                                      v->element[j]->str,
+                n += (size_t)snprintf(line + n, sizeof line - n, " %s@now+%lld", v->element[j]->str,
                                       atoll(v->element[j + 1]->str) - now_ms);
             }
         }
@@ -289,8 +287,7 @@ static int run_step(struct eside *s, const char *kind, const struct estep *e)
                   "agent");
             break;
         case E_TRY_BG:
-            s->bg_tag =
-                agent_send(&J, "e1", "trylock %s:%s %lld %lld", jk, s->name, e->a1, e->a2);
+            s->bg_tag = agent_send(&J, "e1", "trylock %s:%s %lld %lld", jk, s->name, e->a1, e->a2);
             return 0;
         case E_UNLOCK:
             CHECK(agent_call(&J, &r, "e1", "unlock %s:%s", jk, s->name) == 0, "agent");
@@ -320,9 +317,10 @@ static int run_step(struct eside *s, const char *kind, const struct estep *e)
             break;
         case E_FORCE: {
             rlock_status st = rlock_force_unlock(l, &was);
-            snprintf(s->outcome, sizeof s->outcome, "%s", st != RLOCK_OK ? c_outcome(st)
-                                                          : was           ? "ok"
-                                                                          : "busy");
+            snprintf(s->outcome, sizeof s->outcome, "%s",
+                     st != RLOCK_OK ? c_outcome(st)
+                     : was          ? "ok"
+                                    : "busy");
             return 0;
         }
         default:
@@ -337,9 +335,10 @@ static int run_step(struct eside *s, const char *kind, const struct estep *e)
 
 static const char *op_name(enum eop op)
 {
-    static const char *names[] = {"lock", "tryLock", "tryLock (waiting)", "tryLock returns",
-                                  "unlock", "forceUnlock", "another owner holds it",
-                                  "DEL", "end"};
+    static const char *names[] = {
+        "lock",   "tryLock",     "tryLock (waiting)",      "tryLock returns",
+        "unlock", "forceUnlock", "another owner holds it", "DEL",
+        "end"};
     return names[op];
 }
 
@@ -409,14 +408,15 @@ static int compare_kind(const char *kind, ctor_fn ctor, const struct estep *step
         if (!same || why || (verbose && *verbose)) {
             printf("    %s step %d, %s%s%s: %s\n", kind, k, op_name(steps[k].op),
                    steps[k].half ? " " : "", steps[k].half ? steps[k].half : "",
-                   same ? (why ? "the same (a difference was expected)" : "the same")
-                        : why ? "differs, as expected" : "DIFFERS");
+                   same  ? (why ? "the same (a difference was expected)" : "the same")
+                   : why ? "differs, as expected"
+                         : "DIFFERS");
             if (why) {
                 printf("      (%s)\n", why);
             }
             if (!same || (verbose && *verbose)) {
-                printf("    Redisson %s (%s):\n%s%s    rlock (%s):\n%s%s", VERSION,
-                       side[0].outcome, snap[0], msg[0], side[1].outcome, snap[1], msg[1]);
+                printf("    Redisson %s (%s):\n%s%s    rlock (%s):\n%s%s", VERSION, side[0].outcome,
+                       snap[0], msg[0], side[1].outcome, snap[1], msg[1]);
             }
         }
         differ += !same && !why;
@@ -444,22 +444,25 @@ static int compare_kind(const char *kind, ctor_fn ctor, const struct estep *step
 /* Take, re-enter with a longer lease, unwind; try against another owner;
  * force unlock. */
 static const struct estep exclusive_steps[] = {
-    {E_LOCK, NULL, 10000, 0},    {E_LOCK, NULL, 20000, 0}, {E_UNLOCK, NULL, 0, 0},
-    {E_UNLOCK, NULL, 0, 0},      {E_UNLOCK, NULL, 0, 0},   {E_LOCK, NULL, 10000, 0},
-    {E_FORCE, NULL, 0, 0},       {E_UNLOCK, NULL, 0, 0},   {E_FOREIGN, NULL, 10000, 0},
-    {E_TRY, NULL, 0, 10000},     {E_TRY_BG, NULL, 900, 10000},
-    {E_JOIN, NULL, 0, 0},        {E_FREE, NULL, 0, 0},     {E_END, NULL, 0, 0},
+    {E_LOCK, NULL, 10000, 0}, {E_LOCK, NULL, 20000, 0},     {E_UNLOCK, NULL, 0, 0},
+    {E_UNLOCK, NULL, 0, 0},   {E_UNLOCK, NULL, 0, 0},       {E_LOCK, NULL, 10000, 0},
+    {E_FORCE, NULL, 0, 0},    {E_UNLOCK, NULL, 0, 0},       {E_FOREIGN, NULL, 10000, 0},
+    {E_TRY, NULL, 0, 10000},  {E_TRY_BG, NULL, 900, 10000}, {E_JOIN, NULL, 0, 0},
+    {E_FREE, NULL, 0, 0},     {E_END, NULL, 0, 0},
 };
 
 static const struct estep rw_steps[] = {
-    {E_LOCK, "read", 10000, 0},  {E_LOCK, "read", 20000, 0},  {E_TRY, "write", 0, 10000},
-    {E_UNLOCK, "read", 0, 0},    {E_UNLOCK, "read", 0, 0},    {E_LOCK, "write", 10000, 0},
-    {E_LOCK, "write", 10000, 0}, {E_UNLOCK, "write", 0, 0},   {E_LOCK, "read", 10000, 0},
-    {E_UNLOCK, "write", 0, 0},   {E_UNLOCK, "read", 0, 0},    {E_LOCK, "write", 10000, 0},
-    {E_FORCE, "read", 0, 0},     {E_FORCE, "write", 0, 0},    {E_UNLOCK, "write", 0, 0},
-    {E_LOCK, "read", 10000, 0},  {E_FORCE, "read", 0, 0},     {E_UNLOCK, "read", 0, 0},
+    {E_LOCK, "read", 10000, 0},     {E_LOCK, "read", 20000, 0},
+    {E_TRY, "write", 0, 10000},     {E_UNLOCK, "read", 0, 0},
+    {E_UNLOCK, "read", 0, 0},       {E_LOCK, "write", 10000, 0},
+    {E_LOCK, "write", 10000, 0},    {E_UNLOCK, "write", 0, 0},
+    {E_LOCK, "read", 10000, 0},     {E_UNLOCK, "write", 0, 0},
+    {E_UNLOCK, "read", 0, 0},       {E_LOCK, "write", 10000, 0},
+    {E_FORCE, "read", 0, 0},        {E_FORCE, "write", 0, 0},
+    {E_UNLOCK, "write", 0, 0},      {E_LOCK, "read", 10000, 0},
+    {E_FORCE, "read", 0, 0},        {E_UNLOCK, "read", 0, 0},
     {E_FOREIGN, "write", 10000, 0}, {E_TRY, "read", 0, 10000},
-    {E_FREE, NULL, 0, 0},        {E_END, NULL, 0, 0},
+    {E_FREE, NULL, 0, 0},           {E_END, NULL, 0, 0},
 };
 
 /* Redisson's fair unlock of a free lock "succeeds" (spec §11 item 8);
@@ -487,22 +490,27 @@ int t_wire_effects_fair(void)
 
 /* rlock's answers to the read/write lock's quirks that only hurt. */
 static const struct eexpect rw_expect[] = {
-    {2, "the upgrade: Redisson's writer waits on its own read hold forever (spec item 12, "
-        "Redisson #4796); rlock's is refused at once, RLOCK_EDEADLK",
+    {2,
+     "the upgrade: Redisson's writer waits on its own read hold forever (spec item 12, "
+     "Redisson #4796); rlock's is refused at once, RLOCK_EDEADLK",
      0, 0},
-    {3, "unwinding a re-entered read hold: Redisson's remaining hold keeps its own lease "
-        "(10 s, and the name's TTL drops to it); rlock's gets at least the lease the client "
-        "counts on for the hold, the last one (20 s), as its reentrant lock's partial unlock "
-        "does (lua/read_unlock.lua)",
+    {3,
+     "unwinding a re-entered read hold: Redisson's remaining hold keeps its own lease "
+     "(10 s, and the name's TTL drops to it); rlock's gets at least the lease the client "
+     "counts on for the hold, the last one (20 s), as its reentrant lock's partial unlock "
+     "does (lua/read_unlock.lua)",
      0, 0},
-    {9, "the downgrade: Redisson publishes nothing and other readers sleep until the TTL "
-        "(spec item 11); rlock publishes \"1\" so they come in at once",
+    {9,
+     "the downgrade: Redisson publishes nothing and other readers sleep until the TTL "
+     "(spec item 11); rlock publishes \"1\" so they come in at once",
      0, 0},
-    {14, "Redisson before 3.52 says a write unlock of a lock that is gone succeeded; rlock: "
-         "not held (both publish, spec item 9)",
+    {14,
+     "Redisson before 3.52 says a write unlock of a lock that is gone succeeded; rlock: "
+     "not held (both publish, spec item 9)",
      3, 52},
-    {17, "Redisson before 3.52 says a read unlock of a lock that is gone succeeded; rlock: "
-         "not held (both publish, spec item 9)",
+    {17,
+     "Redisson before 3.52 says a read unlock of a lock that is gone succeeded; rlock: "
+     "not held (both publish, spec item 9)",
      3, 52},
     {0, NULL, 0, 0},
 };
@@ -519,7 +527,8 @@ int t_wire_effects_fenced(void)
 {
     int rc = compare_kind("fenced", rlock_new_fenced, exclusive_steps, NULL, "rlock_fence:");
     if (rc == 0) {
-        printf("    fenced: rlock also keeps rlock_fence:{N} beside Redisson's keys (not compared)\n");
+        printf(
+            "    fenced: rlock also keeps rlock_fence:{N} beside Redisson's keys (not compared)\n");
     }
     return rc;
 }

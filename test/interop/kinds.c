@@ -21,17 +21,16 @@
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 
 /* The reply is Java's exception of class cls. */
-#define CHECK_JERR(r, cls)                                                               \
-    CHECK(!(r).ok && strncmp((r).text, cls, strlen(cls)) == 0, "expected %s, got %s %s", \
-          cls, (r).ok ? "ok" : "err", (r).text)
+#define CHECK_JERR(r, cls)                                                                    \
+    CHECK(!(r).ok && strncmp((r).text, cls, strlen(cls)) == 0, "expected %s, got %s %s", cls, \
+          (r).ok ? "ok" : "err", (r).text)
 
-#define CHECK_HFIELD(key, field, want)                                            \
-    do {                                                                          \
-        char *v_ = r_str("HGET %s %s", (key), (field));                           \
-        bool ok_ = v_ && strcmp(v_, (want)) == 0;                                 \
-        CHECK(ok_, "HGET %s %s: expected %s, got %s", (key), (field), (want),     \
-              v_ ? v_ : "(nil)");                                                 \
-        free(v_);                                                                 \
+#define CHECK_HFIELD(key, field, want)                                                            \
+    do {                                                                                          \
+        char *v_ = r_str("HGET %s %s", (key), (field));                                           \
+        bool ok_ = v_ && strcmp(v_, (want)) == 0;                                                 \
+        CHECK(ok_, "HGET %s %s: expected %s, got %s", (key), (field), (want), v_ ? v_ : "(nil)"); \
+        free(v_);                                                                                 \
     } while (0)
 
 static void key_of(const char *prefix, const char *name, char *buf, size_t n)
@@ -109,11 +108,11 @@ static double ms_between(int64_t from_us, int64_t to_us)
     return (double)(to_us - from_us) / 1000.0;
 }
 
-#define CHECK_WAKE(what, from_us, to_us)                                                 \
-    do {                                                                                 \
-        double ms_ = ms_between((from_us), (to_us));                                     \
-        measure(what, ms_);                                                              \
-        CHECK(ms_ < (double)tms(1000), "%s: woken after %.1f ms (> 1 s)", what, ms_);    \
+#define CHECK_WAKE(what, from_us, to_us)                                              \
+    do {                                                                              \
+        double ms_ = ms_between((from_us), (to_us));                                  \
+        measure(what, ms_);                                                           \
+        CHECK(ms_ < (double)tms(1000), "%s: woken after %.1f ms (> 1 s)", what, ms_); \
     } while (0)
 
 /* ---- fair lock ------------------------------------------------------ */
@@ -801,7 +800,8 @@ int t_rw_force(void)
     CHECK(wait_numsub(x.ch, 1) == 0, "the Java reader never subscribed");
     mark = sub_mark(x.sub);
     JOK(&r, "f1", "force write:%s", n);
-    CHECK(strncmp(r.text, "true ", 5) == 0, "Java write forceUnlock: expected true, got %s", r.text);
+    CHECK(strncmp(r.text, "true ", 5) == 0, "Java write forceUnlock: expected true, got %s",
+          r.text);
     t0 = reply_word(&r, 1);
     CHECK(jwait(tag, &r) == 0, "Java reader not woken");
     CHECK_WAKE("rw: Redisson forceUnlock(write) -> Redisson reader", t0, reply_word(&r, 1));
@@ -1308,8 +1308,8 @@ static int java_has(const char *kind, const char *n, bool *has)
     return 0;
 }
 
-static int nonreentrant_one(const char *jkind, rlock_status (*ctor)(rlock_client *, const char *,
-                                                                     rlock **))
+static int nonreentrant_one(const char *jkind,
+                            rlock_status (*ctor)(rlock_client *, const char *, rlock **))
 {
     char n[128], cf[160], jf[160], q[KSZ];
     struct cworker *w = cw_new();
