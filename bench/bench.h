@@ -58,6 +58,7 @@ typedef struct bench_procs_result {
     double acq_per_s;
     double calls_per_acq; /* script calls (EVALSHA + EVAL) Redis ran */
     double subs_per_acq;  /* SUBSCRIBE + UNSUBSCRIBE Redis ran */
+    double sub_per_acq;   /* SUBSCRIBE alone */
     double min_max;       /* the fewest / the most acquisitions of a worker */
     long long min, max;
     bool exact; /* the counter saw every acquisition */
@@ -272,6 +273,7 @@ typedef struct bench_round {
     double rd_minmax, rd_floor_minmax;        /* per-thread fewest / most */
     /* the fair lock across processes, beside the reentrant lock: [0] fair */
     double p_aps[2], p_calls[2], p_subs[2], p_minmax[2], p_exact[2];
+    double p_over[2];    /* script calls per acquisition - 3 - SUBSCRIBEs per acquisition */
     double p_fair_vs_re; /* acquisitions/s, fair ÷ reentrant, same round */
     double load1;        /* the 1-minute load average at the round's end */
 } bench_round;

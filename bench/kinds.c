@@ -292,35 +292,54 @@ static double slice_s(const bench_ctx *x, double full)
 void bench_scn_contended(bench_ctx *x, int round, bench_round *out)
 {
     unpin(x, true);
-    double secs = slice_s(x, 0.6);
-    for (int i = 0; i < BK_COUNT; i++) {
-        /* The kinds in turn, backwards in odd rounds. */
-        int k = round % 2 ? BK_COUNT - 1 - i : i;
-        group g;
-        memset(&g, 0, sizeof g);
-        g.x = x;
-        g.k = (bench_kind)k;
-        g.cs = true;
-        g.n = x->contenders;
-        snprintf(g.name, sizeof g.name, "%s:cont:%s:%d", x->prefix, bench_kinds[k].name, round);
-        snprintf(g.counter, sizeof g.counter, "%s:counter", g.name);
-        freeReplyObject(bench_cmd(x->r, "DEL %s", g.counter));
-        run_out o;
-        run_group(&g, NULL, secs, &o);
-        redisReply *rep = bench_cmd(x->r, "GET %s", g.counter);
-        double counter = rep->type == REDIS_REPLY_STRING ? atof(rep->str) : 0;
-        freeReplyObject(rep);
-        freeReplyObject(bench_cmd(x->r, "DEL %s", g.counter));
-        out->c_aps[k] = o.per_s;
-        out->c_cmds[k] = o.cmds;
-        out->c_calls[k] = o.calls;
-        out->c_minmax[k] = o.minmax;
-        out->c_lost[k] = o.total - counter;
-        out->c_errors[k] = o.errors;
-        if (!bench_kinds[k].shared && o.total != counter) {
-            fprintf(stderr, "rlock-bench: contended %s: %.0f acquisitions, counter %.0f\n",
-                    bench_kinds[k].name, o.total, counter);
+    double secs = slice_s(x, 0.3);
+    /* Per kind: acquisitions, seconds, commands and script calls (as
+     * per-acquisition figures times acquisitions), min/max (summed),
+     * lost updates, errors. */
+    double acq[BK_COUNT] = {0}, s[BK_COUNT] = {0}, cmds[BK_COUNT] = {0}, calls[BK_COUNT] = {0};
+    double mm[BK_COUNT] = {0}, lost[BK_COUNT] = {0}, errors[BK_COUNT] = {0};
+    int passes = x->smoke ? 1 : 2;
+    for (int pass = 0; pass < passes; pass++) {
+        for (int i = 0; i < BK_COUNT; i++) {
+            /* The kinds in turn, then back: each kind's two slices lie at
+             * mirrored moments of the round (the next round the other way
+             * round). */
+            int k = (round + pass) % 2 ? BK_COUNT - 1 - i : i;
+            group g;
+            memset(&g, 0, sizeof g);
+            g.x = x;
+            g.k = (bench_kind)k;
+            g.cs = true;
+            g.n = x->contenders;
+            snprintf(g.name, sizeof g.name, "%s:cont:%s:%d", x->prefix, bench_kinds[k].name, round);
+            snprintf(g.counter, sizeof g.counter, "%s:counter", g.name);
+            freeReplyObject(bench_cmd(x->r, "DEL %s", g.counter));
+            run_out o;
+            run_group(&g, NULL, secs, &o);
+            redisReply *rep = bench_cmd(x->r, "GET %s", g.counter);
+            double counter = rep->type == REDIS_REPLY_STRING ? atof(rep->str) : 0;
+            freeReplyObject(rep);
+            freeReplyObject(bench_cmd(x->r, "DEL %s", g.counter));
+            acq[k] += o.total;
+            s[k] += o.s;
+            cmds[k] += o.cmds * o.total;
+            calls[k] += o.calls * o.total;
+            mm[k] += o.minmax / passes;
+            lost[k] += o.total - counter;
+            errors[k] += o.errors;
+            if (!bench_kinds[k].shared && o.total != counter) {
+                fprintf(stderr, "rlock-bench: contended %s: %.0f acquisitions, counter %.0f\n",
+                        bench_kinds[k].name, o.total, counter);
+            }
         }
+    }
+    for (int k = 0; k < BK_COUNT; k++) {
+        out->c_aps[k] = per(acq[k], s[k]);
+        out->c_cmds[k] = per(cmds[k], acq[k]);
+        out->c_calls[k] = per(calls[k], acq[k]);
+        out->c_minmax[k] = mm[k];
+        out->c_lost[k] = lost[k];
+        out->c_errors[k] = errors[k];
     }
     for (int k = 0; k < BK_COUNT; k++) {
         out->c_vs_re[k] = per(out->c_aps[k], out->c_aps[BK_REENTRANT]);
@@ -359,6 +378,11 @@ void bench_scn_readers(bench_ctx *x, int round, bench_round *out)
         int which = order[round % 2][i]; /* 0 floor R, 1 rlock R, 2 rlock 1, 3 floor 1 */
         bool floor = which == 0 || which == 3;
         int n = which < 2 ? x->readers : 1;
+        if (x->pin) {
+            /* One thread on the CPU the server is not on, where the
+             * scheduler would put it at random: one placement for both. */
+            bench_pin_self(n == 1 ? 1 : -1);
+        }
         run_out o;
         readers_slice(x, round, floor, n, secs, &o);
         sum[which] += o.total;

@@ -144,7 +144,8 @@ void bench_procs_run(const char *host, int port, int procs, int threads, double 
     double sub = bench_info(r, "commandstats", "cmdstat_subscribe", "calls");
     double unsub = bench_info(r, "commandstats", "cmdstat_unsubscribe", "calls");
     scripts += eval == eval ? eval : 0; /* NaN when it never ran */
-    sub = (sub == sub ? sub : 0) + (unsub == unsub ? unsub : 0);
+    double sub_only = sub == sub ? sub : 0;
+    sub = sub_only + (unsub == unsub ? unsub : 0);
     freeReplyObject(bench_cmd(r, "SET %s:exit 1", x.name));
     for (int i = 0; i < procs; i++) {
         int status = 0;
@@ -169,6 +170,7 @@ void bench_procs_run(const char *host, int port, int procs, int threads, double 
     out->acq_per_s = (double)total / elapsed;
     out->calls_per_acq = scripts / (double)(total ? total : 1);
     out->subs_per_acq = sub / (double)(total ? total : 1);
+    out->sub_per_acq = sub_only / (double)(total ? total : 1);
     out->min = min;
     out->max = max;
     out->min_max = max ? (double)min / (double)max : 0.0;
