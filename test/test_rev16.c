@@ -452,3 +452,52 @@ Test(rev16, write_reentry_with_a_shorter_lease_is_not_reported_lost_while_redis_
     rlock_free(l);
     free(name);
 }
+
+/* ---- FINDING 7 ---------------------------------------------------------- */
+
+/* FINDING 7: rlock_force_unlock() through a reentrant, fair, fenced, spin
+ * or non-reentrant handle deletes a read/write lock held at the name and
+ * answers RLOCK_OK with *was_locked true (lua/force_unlock.lua: EXISTS then
+ * DEL; fair_force_unlock.lua alike; the spin lock's plain DEL), publishing
+ * "0" on a channel the read/write lock's waiters do not listen to (they
+ * listen on redisson_rwlock:{name}), so its holders lose it silently and
+ * its waiters sleep to their lease bound. The read/write halves refuse the
+ * reverse (rw_force_unlock.lua looks at 'mode': was_locked false, nothing
+ * changed). api.md, "Never mix kinds on one name": a call that finds
+ * another kind's state at the name (a read/write lock's hash with its
+ * 'mode' field) returns RLOCK_EKIND and changes nothing. Expected:
+ * RLOCK_EKIND from each, the read lock untouched. */
+Test(rev16, force_unlock_of_another_kind_leaves_a_read_write_lock_alone, .disabled = DEV_OFF)
+{
+    static const struct {
+        const char *kind;
+        ctor_fn ctor;
+    } kinds[] = {{"reentrant", rlock_new},
+                 {"fair", rlock_new_fair},
+                 {"fenced", rlock_new_fenced},
+                 {"spin", rlock_new_spin},
+                 {"nonreentrant", rlock_new_nonreentrant}};
+    rlock_client *holder = th_client(NULL, 0);
+    char bad[512] = "";
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        char *name = th_name("f7");
+        rlock *rd, *other;
+        th_ok(rlock_new_read(holder, name, &rd));
+        th_ok(kinds[i].ctor(c, name, &other));
+        th_ok(rlock_lock(rd, 30000));
+        bool was = false;
+        rlock_status st = rlock_force_unlock(other, &was);
+        bool still = th_exists(r, name) == 1;
+        if (st != RLOCK_EKIND || !still) {
+            size_t n = strlen(bad);
+            snprintf(bad + n, sizeof bad - n, " %s: %s, was_locked %d, read lock %s;",
+                     kinds[i].kind, rlock_status_name(st), was, still ? "kept" : "DELETED");
+        }
+        rlock_unlock(rd);
+        rlock_free(rd);
+        rlock_free(other);
+        free(name);
+    }
+    rlock_client_free(holder);
+    cr_assert(bad[0] == '\0', "force unlock of another kind on a held read lock:%s", bad);
+}
