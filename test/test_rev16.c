@@ -29,7 +29,6 @@ static void teardown(void)
     rlock_client_free(c);
 }
 
-#define DEV_OFF false
 TestSuite(rev16, .init = setup, .fini = teardown, .timeout = 120);
 
 /* ---- helpers ------------------------------------------------------------ */
@@ -155,7 +154,7 @@ static bool bgl_returned(bgl *b)
  * docs (api.md, "Never mix kinds on one name") promise RLOCK_EKIND and no
  * change. (acquire.lua and fair_acquire.lua look at 'mode' first, and
  * answer RLOCK_EKIND.) */
-Test(rev16, read_holder_asking_the_fenced_lock_of_its_name_is_ekind_untouched, .disabled = DEV_OFF)
+Test(rev16, read_holder_asking_the_fenced_lock_of_its_name_is_ekind_untouched, .disabled = true)
 {
     char *name = th_name("f1");
     rlock *rd, *fe;
@@ -195,7 +194,7 @@ Test(rev16, read_holder_asking_the_fenced_lock_of_its_name_is_ekind_untouched, .
  * writer gets in, and the holder, still renewing, is not told until
  * after. Expected: the refusal changes nothing, the timeout key is
  * renewed, and the writer stays out. */
-Test(rev16, ekind_refusal_does_not_change_how_the_read_hold_is_renewed, .disabled = DEV_OFF)
+Test(rev16, ekind_refusal_does_not_change_how_the_read_hold_is_renewed, .disabled = true)
 {
     char *name = th_name("f2");
     th_lost_count lost = {PTHREAD_MUTEX_INITIALIZER, 0};
@@ -247,7 +246,7 @@ Test(rev16, ekind_refusal_does_not_change_how_the_read_hold_is_renewed, .disable
  * doubt and sent again once Redis answers (as an unanswered acquire is
  * abandoned), so the next waiter gets the free lock at once. */
 Test(rev16, fair_give_up_lost_with_the_link_is_sent_again_and_does_not_block_the_queue,
-     .disabled = DEV_OFF)
+     .disabled = true)
 {
     char *name = th_name("f3");
     char *q = prefixed("redisson_lock_queue", name);
@@ -318,8 +317,7 @@ Test(rev16, fair_give_up_lost_with_the_link_is_sent_again_and_does_not_block_the
  * owner can take its lock") is broken for the read lock. Expected: the
  * loss is reported by the time the hold's timeout key can expire, so
  * before the writer is in. */
-Test(rev16, read_hold_is_reported_lost_before_a_writer_gets_in_when_renewals_stop,
-     .disabled = DEV_OFF)
+Test(rev16, read_hold_is_reported_lost_before_a_writer_gets_in_when_renewals_stop, .disabled = true)
 {
     char *name = th_name("f4");
     tp_proxy *p = tp_new(th_port());
@@ -379,7 +377,7 @@ Test(rev16, read_hold_is_reported_lost_before_a_writer_gets_in_when_renewals_sto
  * lock. engine.md I12 promises "a refused write changes nothing"
  * (read_acquire.lua:63-70: writes before the timeout key is touched).
  * Expected: RLOCK_EPERM and the name untouched. */
-Test(rev16, read_acquire_refused_by_the_acl_leaves_nothing_behind, .disabled = DEV_OFF)
+Test(rev16, read_acquire_refused_by_the_acl_leaves_nothing_behind, .disabled = true)
 {
     char *user = th_name("r16acl");
     for (char *s = user; *s; s++) {
@@ -387,8 +385,8 @@ Test(rev16, read_acquire_refused_by_the_acl_leaves_nothing_behind, .disabled = D
             *s = '_';
         }
     }
-    redisReply *rep = th_cmd(r, "ACL SETUSER %s on >pw ~rev16acl:* ~redisson* ~rlock* &* +@all",
-                             user);
+    redisReply *rep =
+        th_cmd(r, "ACL SETUSER %s on >pw ~rev16acl:* ~redisson* ~rlock* &* +@all", user);
     cr_assert(rep->type == REDIS_REPLY_STATUS, "ACL SETUSER");
     freeReplyObject(rep);
     char *url = NULL;
@@ -429,7 +427,7 @@ Test(rev16, read_acquire_refused_by_the_acl_leaves_nothing_behind, .disabled = D
  * shorten the earlier holds), with the same false RLOCK_ELOST.
  * Expected: the third lock re-enters (count 3). */
 Test(rev16, write_reentry_with_a_shorter_lease_is_not_reported_lost_while_redis_holds_it,
-     .disabled = DEV_OFF)
+     .disabled = true)
 {
     char *name = th_name("f6");
     rlock *l;
@@ -467,7 +465,7 @@ Test(rev16, write_reentry_with_a_shorter_lease_is_not_reported_lost_while_redis_
  * another kind's state at the name (a read/write lock's hash with its
  * 'mode' field) returns RLOCK_EKIND and changes nothing. Expected:
  * RLOCK_EKIND from each, the read lock untouched. */
-Test(rev16, force_unlock_of_another_kind_leaves_a_read_write_lock_alone, .disabled = DEV_OFF)
+Test(rev16, force_unlock_of_another_kind_leaves_a_read_write_lock_alone, .disabled = true)
 {
     static const struct {
         const char *kind;
