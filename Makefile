@@ -107,7 +107,8 @@ endif
 # TEST_FLAGS: extra flags for the test programs only (make coverage).
 # test/cli_helpers.h is header-only: the CLI tests include it.
 TEST_FLAGS ?=
-$(B)/test/%: test/%.c test/harness.c test/harness.h test/cli_helpers.h $(B)/librlock.a $(CRIT_DEPS)
+$(B)/test/%: test/%.c test/harness.c test/harness.h test/cli_helpers.h test/kinds.h test/faultkit.h \
+             $(B)/librlock.a $(CRIT_DEPS)
 	@mkdir -p $(B)/test
 	$(CC) $(ALL_CFLAGS) $(CRIT_CFLAGS) $(TEST_FLAGS) -Itest -o $@ $< test/harness.c \
 	  $(B)/librlock.a $(ALL_LDFLAGS) $(RL_LDLIBS) $(CRIT_LIBS)
@@ -116,24 +117,24 @@ $(B)/test/%: test/%.c test/harness.c test/harness.h test/cli_helpers.h $(B)/libr
 # compares it with Criterion's: both runners must know the same tests).
 # -O0: built to list, never run here.
 LITE_LIST_BIN := $(patsubst $(B)/test/%,$(B)/test-lite/%,$(TEST_BIN))
-$(B)/test-lite/%: test/%.c test/harness.c test/harness.h test/cli_helpers.h $(B)/librlock.a \
-                  test/lite/runner.c test/lite/criterion/criterion.h
+$(B)/test-lite/%: test/%.c test/harness.c test/harness.h test/cli_helpers.h test/kinds.h \
+                  test/faultkit.h $(B)/librlock.a test/lite/runner.c test/lite/criterion/criterion.h
 	@mkdir -p $(B)/test-lite
 	$(CC) $(ALL_CFLAGS) -O0 -Itest/lite -Itest -o $@ $< test/harness.c test/lite/runner.c \
 	  $(B)/librlock.a $(ALL_LDFLAGS) $(RL_LDLIBS)
 
 # These tests also link the fault-injecting TCP proxy (test/proxy.c).
 PROXY_TESTS := test_chaos test_clock test_exact test_faults test_review test_review2 test_statuses \
-               test_tls test_revunwind test_spin test_fenced test_fair test_rwlock
+               test_tls test_revunwind test_spin test_fenced test_fair test_rwlock test_kindfaults
 $(patsubst %,$(B)/test/%,$(PROXY_TESTS)): $(B)/test/%: test/%.c test/proxy.c test/proxy.h \
-  test/harness.c test/harness.h $(B)/librlock.a $(CRIT_DEPS)
+  test/harness.c test/harness.h test/kinds.h test/faultkit.h $(B)/librlock.a $(CRIT_DEPS)
 	@mkdir -p $(B)/test
 	$(CC) $(ALL_CFLAGS) $(CRIT_CFLAGS) $(TEST_FLAGS) -Itest -o $@ $< test/proxy.c test/harness.c \
 	  $(B)/librlock.a $(ALL_LDFLAGS) $(RL_LDLIBS) $(CRIT_LIBS)
 
 $(patsubst %,$(B)/test-lite/%,$(PROXY_TESTS)): $(B)/test-lite/%: test/%.c test/proxy.c \
-  test/proxy.h test/harness.c test/harness.h $(B)/librlock.a test/lite/runner.c \
-  test/lite/criterion/criterion.h
+  test/proxy.h test/harness.c test/harness.h test/kinds.h test/faultkit.h $(B)/librlock.a \
+  test/lite/runner.c test/lite/criterion/criterion.h
 	@mkdir -p $(B)/test-lite
 	$(CC) $(ALL_CFLAGS) -O0 -Itest/lite -Itest -o $@ $< test/proxy.c test/harness.c \
 	  test/lite/runner.c $(B)/librlock.a $(ALL_LDFLAGS) $(RL_LDLIBS)
