@@ -86,8 +86,8 @@ static inline tp_proxy *th_proxy_start(int port)
     return p;
 }
 
-/* A client through proxy p: 1 s command timeout, 5 s retry, watchdog_ms
- * (0: default). Run warm() before cutting anything: a cut EVALSHA that
+/* A client through proxy p: 1 s command and connect timeouts, 5 s retry,
+ * 2 s subscribe timeout, watchdog_ms (0: default). Run warm() before cutting anything: a cut EVALSHA that
  * Redis answered NOSCRIPT ran nothing and proves nothing. */
 static inline rlock_client *th_proxy_client(tp_proxy *p, int64_t watchdog_ms)
 {
@@ -100,6 +100,7 @@ static inline rlock_client *th_proxy_client(tp_proxy *p, int64_t watchdog_ms)
     cfg.command_timeout_ms = 1000;
     cfg.connect_timeout_ms = 1000;
     cfg.retry_timeout_ms = 5000;
+    cfg.subscribe_timeout_ms = 2000;
     return th_client_cfg(&cfg);
 }
 
