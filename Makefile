@@ -276,7 +276,9 @@ clean:
 # make soak: the stress tests for RLOCK_STRESS_SECONDS each (default 300)
 # and the fault tests SOAK_ROUNDS times, against a throwaway server; then
 # the randomized fault test for RLOCK_CHAOS_SECONDS (default 300) on its
-# own private server (RLOCK_CHAOS_SEED=<seed> replays a failure's seed).
+# own private server, the reentrant lock's run and then every other kind's
+# (RLOCK_CHAOS_SEED=<seed> replays a failure's seed, RLOCK_CHAOS_KINDS
+# chooses the second run's kinds).
 RLOCK_STRESS_SECONDS ?= 300
 RLOCK_CHAOS_SECONDS ?= 300
 SOAK_ROUNDS ?= 5

@@ -61,8 +61,8 @@ static inline void th_ready_close(th_ready *r)
 static inline void th_cut_acquire(tp_proxy *px, const char *name)
 {
     char *needle = NULL;
-    cr_assert(asprintf(&needle, strchr(name, '{') ? "rlock_acquire_latch:%s:"
-                                                  : "rlock_acquire_latch:{%s}:",
+    cr_assert(asprintf(&needle,
+                       strchr(name, '{') ? "rlock_acquire_latch:%s:" : "rlock_acquire_latch:{%s}:",
                        name) > 0);
     tp_cut_next(px, needle);
     free(needle);
@@ -71,9 +71,10 @@ static inline void th_cut_acquire(tp_proxy *px, const char *name)
 static inline void th_cut_unlock(tp_proxy *px, const char *name)
 {
     char *needle = NULL;
-    cr_assert(asprintf(&needle, strchr(name, '{') ? "redisson_unlock_latch:%s:"
-                                                  : "redisson_unlock_latch:{%s}:",
-                       name) > 0);
+    cr_assert(
+        asprintf(&needle,
+                 strchr(name, '{') ? "redisson_unlock_latch:%s:" : "redisson_unlock_latch:{%s}:",
+                 name) > 0);
     tp_cut_next(px, needle);
     free(needle);
 }
@@ -87,8 +88,8 @@ static inline tp_proxy *th_proxy_start(int port)
 }
 
 /* A client through proxy p: 1 s command and connect timeouts, 5 s retry,
- * 2 s subscribe timeout, watchdog_ms (0: default). Run warm() before cutting anything: a cut EVALSHA that
- * Redis answered NOSCRIPT ran nothing and proves nothing. */
+ * 2 s subscribe timeout, watchdog_ms (0: default). Run warm() before cutting anything: a cut
+ * EVALSHA that Redis answered NOSCRIPT ran nothing and proves nothing. */
 static inline rlock_client *th_proxy_client(tp_proxy *p, int64_t watchdog_ms)
 {
     char u[64];

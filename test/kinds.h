@@ -127,7 +127,8 @@ static inline long long th_read_timeouts(redisContext *r, const char *name, rloc
 {
     char *owner = c ? th_owner(c, tid) : strdup("*");
     char *pat = NULL;
-    cr_assert(asprintf(&pat, strchr(name, '{') ? "%s:%s:rwlock_timeout:*" : "{%s}:%s:rwlock_timeout:*",
+    cr_assert(asprintf(&pat,
+                       strchr(name, '{') ? "%s:%s:rwlock_timeout:*" : "{%s}:%s:rwlock_timeout:*",
                        name, owner) > 0);
     long long n = th_count_keys(r, pat);
     free(pat);
@@ -177,8 +178,8 @@ static inline void th__kind_assert_held(const char *file, int line, redisContext
     cr_assert(ttl > 0, "%s:%d: %s lock %s: PTTL %lld", file, line, k->id, name, ttl);
     if (k->read || k->write) {
         char *m = th_rw_mode(r, name);
-        cr_assert_str_eq(m, k->read ? "read" : "write", "%s:%d: %s lock %s: mode '%s'", file,
-                         line, k->id, name, m);
+        cr_assert_str_eq(m, k->read ? "read" : "write", "%s:%d: %s lock %s: mode '%s'", file, line,
+                         k->id, name, m);
         free(m);
     }
     if (k->read) {
@@ -205,8 +206,8 @@ static inline void th__kind_assert_free(const char *file, int line, redisContext
         char *q = th_prefixed("redisson_lock_queue", name);
         char *z = th_prefixed("redisson_lock_timeout", name);
         long long nq = th_llen(r, q), nz = th_zcard(r, z);
-        cr_assert(nq == 0 && nz == 0, "%s:%d: fair lock %s: %lld queued, %lld deadlines left",
-                  file, line, name, nq, nz);
+        cr_assert(nq == 0 && nz == 0, "%s:%d: fair lock %s: %lld queued, %lld deadlines left", file,
+                  line, name, nq, nz);
         free(q);
         free(z);
     }

@@ -50,8 +50,7 @@ static char *url;
 /* key-load-delay (µs per key): a restarted server loads the data set of
  * the LOADING tests for a while; the others load nothing. */
 static const char *const server_args[] = {"--key-load-delay", "100",
-                                          "--loading-process-events-interval-bytes", "1024",
-                                          NULL};
+                                          "--loading-process-events-interval-bytes", "1024", NULL};
 
 static void setup(void)
 {
@@ -223,10 +222,12 @@ static void killed_holder(int kind)
     int64_t dt = rival_takes(l, t_kill);
     cr_log_info("%s: PTTL %lld at the kill, the %s lock taken %lld ms after it", k->id, ttl0,
                 rv->id, (long long)dt);
-    cr_assert(dt >= ttl0 - 100, "%s: the %s lock taken %lld ms after the kill, the lease had %lld ms left",
-              k->id, rv->id, (long long)dt, ttl0);
-    cr_assert(dt <= WD_MS + th_ms(1500), "%s: the %s lock taken %lld ms after the kill (lease %d ms)",
-              k->id, rv->id, (long long)dt, WD_MS);
+    cr_assert(dt >= ttl0 - 100,
+              "%s: the %s lock taken %lld ms after the kill, the lease had %lld ms left", k->id,
+              rv->id, (long long)dt, ttl0);
+    cr_assert(dt <= WD_MS + th_ms(1500),
+              "%s: the %s lock taken %lld ms after the kill (lease %d ms)", k->id, rv->id,
+              (long long)dt, WD_MS);
     th_kind_assert_held(r, rv, name, p, rlock_thread_id(), 1);
     th_ok(rlock_unlock(l));
     assert_free_soon(r, k, name);
@@ -260,8 +261,9 @@ static void stalled_holder(int kind)
     int64_t dt = rival_takes(l, t_stop);
     cr_log_info("%s: PTTL %lld at the stop, the %s lock taken %lld ms after it", k->id, ttl0,
                 rv->id, (long long)dt);
-    cr_assert(dt >= ttl0 - 100, "%s: the %s lock taken %lld ms after the stop, the lease had %lld ms left",
-              k->id, rv->id, (long long)dt, ttl0);
+    cr_assert(dt >= ttl0 - 100,
+              "%s: the %s lock taken %lld ms after the stop, the lease had %lld ms left", k->id,
+              rv->id, (long long)dt, ttl0);
     uint64_t me = rlock_thread_id();
     th_kind_assert_held(r, rv, name, p, me, 1);
     kill(pid, SIGCONT);
@@ -380,16 +382,20 @@ static void restart_loading(int kind)
               rlock_status_name(w.st));
     th_kind_assert_held(r, k, n1, a, me, 1);
     th_wait_renewal(r, n1, LOAD_WD_MS); /* the watchdog renews it again */
-    cr_assert(TH_POLL(taker_returned(&d), 15000), "%s: the lock call made while loading is still "
-              "blocked", k->id);
+    cr_assert(TH_POLL(taker_returned(&d), 15000),
+              "%s: the lock call made while loading is still "
+              "blocked",
+              k->id);
     pthread_join(d.th, NULL);
     th_assert_status(d.st, RLOCK_OK);
     th_assert_status(d.unlock_st, RLOCK_OK);
 
     int64_t t_rel = th_now_ms();
     th_ok(rlock_unlock(l1));
-    cr_assert(TH_POLL(taker_returned(&w), 3000), "%s: the waiter did not get the lock within 3 s "
-              "of the release", k->id);
+    cr_assert(TH_POLL(taker_returned(&w), 3000),
+              "%s: the waiter did not get the lock within 3 s "
+              "of the release",
+              k->id);
     pthread_join(w.th, NULL);
     th_assert_status(w.st, RLOCK_OK);
     th_assert_status(w.unlock_st, RLOCK_OK);
@@ -492,7 +498,8 @@ static void cut_acquire(int kind)
         if (k->fenced) {
             int64_t tok = 0;
             th_ok(rlock_fence_token(l, &tok));
-            cr_assert_eq(tok, token_key(r, name), "the token of the acquisition whose reply "
+            cr_assert_eq(tok, token_key(r, name),
+                         "the token of the acquisition whose reply "
                          "was lost is not the one it took");
         }
     }
@@ -805,27 +812,27 @@ static void reentry_after_loss(int kind)
 /* ---- the tests, per kind ---------------------------------------------------- */
 
 #define PER_KIND(suite, fn, tag, kind) \
-    Test(suite, fn##_##tag)           \
+    Test(suite, fn##_##tag)            \
     {                                  \
         fn(kind);                      \
     }
 
-#define EVERY_KIND(suite, fn)                                          \
-    PER_KIND(suite, fn, reentrant, TK_REENTRANT)                       \
-    PER_KIND(suite, fn, fair, TK_FAIR)                                 \
-    PER_KIND(suite, fn, fenced, TK_FENCED)                             \
-    PER_KIND(suite, fn, spin, TK_SPIN)                                 \
-    PER_KIND(suite, fn, read, TK_READ)                                 \
-    PER_KIND(suite, fn, write, TK_WRITE)                               \
-    PER_KIND(suite, fn, nonreentrant, TK_NONREENTRANT)                 \
+#define EVERY_KIND(suite, fn)                          \
+    PER_KIND(suite, fn, reentrant, TK_REENTRANT)       \
+    PER_KIND(suite, fn, fair, TK_FAIR)                 \
+    PER_KIND(suite, fn, fenced, TK_FENCED)             \
+    PER_KIND(suite, fn, spin, TK_SPIN)                 \
+    PER_KIND(suite, fn, read, TK_READ)                 \
+    PER_KIND(suite, fn, write, TK_WRITE)               \
+    PER_KIND(suite, fn, nonreentrant, TK_NONREENTRANT) \
     PER_KIND(suite, fn, fair_nonreentrant, TK_FAIR_NONREENTRANT)
 
 /* The kinds whose Redis state differs from the reentrant lock's. */
-#define STATE_KINDS(suite, fn)                \
-    PER_KIND(suite, fn, fair, TK_FAIR)        \
-    PER_KIND(suite, fn, fenced, TK_FENCED)    \
-    PER_KIND(suite, fn, spin, TK_SPIN)        \
-    PER_KIND(suite, fn, read, TK_READ)        \
+#define STATE_KINDS(suite, fn)             \
+    PER_KIND(suite, fn, fair, TK_FAIR)     \
+    PER_KIND(suite, fn, fenced, TK_FENCED) \
+    PER_KIND(suite, fn, spin, TK_SPIN)     \
+    PER_KIND(suite, fn, read, TK_READ)     \
     PER_KIND(suite, fn, write, TK_WRITE)
 
 EVERY_KIND(kindfaults, killed_holder)
