@@ -1725,7 +1725,9 @@ static void chaos_run(const int *kinds, int nk)
     free(rp.told);
     free(rp.paused);
     cr_assert(n > 0, "seed %llu: no critical section completed", (unsigned long long)seed);
-    cr_assert(idle == 0, "seed %llu: %d lock(s) never taken in the run (%s)",
+    /* A lock never taken while the others were, five times each on
+     * average: that kind cannot be taken under faults. */
+    cr_assert(idle == 0 || n < 5 * nk, "seed %llu: %d lock(s) never taken in the run (%s)",
               (unsigned long long)seed, idle, label);
     /* Runs have had 14 to 120 overlapping pairs of readers: none in 30
      * read sections or more means that readers wait for each other. */

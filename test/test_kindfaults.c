@@ -336,10 +336,10 @@ static void *restart_main(void *arg)
 }
 
 /* 8000 keys at key-load-delay 100 µs: 1.5 to 2 s of LOADING, five times
- * the 300 ms command timeout. The holds' watchdog lease (6 s) outlasts the
+ * the 300 ms command timeout. The holds' watchdog lease (9 s) outlasts the
  * restart and the load: the expiry Redis saved is absolute. */
 #define LOAD_KEYS 8000
-#define LOAD_WD_MS 6000
+#define LOAD_WD_MS 9000
 
 static void restart_loading(int kind)
 {
