@@ -231,7 +231,8 @@ Test(cli, status_reports_holders_ttl_and_type)
     char want[512];
     snprintf(want, sizeof want, "{\"owner\":\"%s\",\"count\":2,\"connection\":", owner);
     cr_assert(strstr(out, want) != NULL, "%s", out);
-    cr_assert(strstr(out, "\"locked\":true,\"type\":\"hash\",\"ttl_ms\":") != NULL, "%s", out);
+    cr_assert(strstr(out, "\"locked\":true,\"type\":\"hash\",\"kind\":\"lock\",\"ttl_ms\":") != NULL,
+              "%s", out);
     cr_assert(strstr(out, "cli-st\\\"q\\\\x") != NULL, "name escaped: %s", out);
     long long ttl = atoll(strstr(out, "\"ttl_ms\":") + 9);
     cr_assert(ttl > 0 && ttl <= 30000, "ttl %lld", ttl);
@@ -246,7 +247,7 @@ Test(cli, status_reports_holders_ttl_and_type)
     cr_assert(strstr(out, "locked: no\n"), "%s", out);
     free(out);
     cr_assert_eq(RUN(&out, "status", "--json", name), 0, "--json: 0 whenever answered");
-    cr_assert(strstr(out, "\"locked\":false,\"type\":\"none\",\"ttl_ms\":-2,\"holders\":[]}"), "%s",
+    cr_assert(strstr(out, "\"locked\":false,\"type\":\"none\",\"kind\":\"none\",\"ttl_ms\":-2,\"holders\":[]}"), "%s",
               out);
     free(out);
 
@@ -255,7 +256,7 @@ Test(cli, status_reports_holders_ttl_and_type)
     redisContext *r = th_redis(0);
     freeReplyObject(th_cmd(r, "SET %s text", name));
     cr_assert_eq(RUN(&out, "status", "--json", name), 0);
-    cr_assert(strstr(out, "\"type\":\"string\",\"ttl_ms\":-1,\"holders\":[]"), "%s", out);
+    cr_assert(strstr(out, "\"type\":\"string\",\"kind\":\"string\",\"ttl_ms\":-1,\"holders\":[]"), "%s", out);
     free(out);
     cr_assert_eq(RUN(NULL, "run", name, "--", "true"), 70);
     freeReplyObject(th_cmd(r, "DEL %s", name));
@@ -873,10 +874,13 @@ Test(cli, command_line_with_c_and_the_childs_environment)
     cr_assert_eq(access(file, F_OK), 0);
     cr_assert_eq(RUN(NULL, "run", name, "--command", "exit 0"), 0);
     char *err = NULL;
-    cr_assert_eq(RUN_IO(NULL, NULL, &err, "run", "-s", name, "--", "true"), 2);
-    cr_assert(strstr(err, "shared locks are not supported yet") != NULL, "%s", err);
+    /* -s is flock's shared lock: the read half of a read/write lock (since
+     * 0.3), one kind per call. */
+    cr_assert_eq(RUN_IO(NULL, NULL, &err, "run", "-s", name, "--", "true"), 0, "%s", err);
     free(err);
-    cr_assert_eq(RUN(NULL, "hold", "--shared", name), 2);
+    cr_assert_eq(RUN_IO(NULL, NULL, &err, "hold", "--shared", "-x", name), 2);
+    cr_assert(strstr(err, "choose one kind") != NULL, "%s", err);
+    free(err);
     redisContext *r = th_redis(0);
     cr_assert_eq(th_exists(r, name), 0);
     redisFree(r);
