@@ -153,8 +153,21 @@ typedef enum rlock__released {
     RLOCK__FREED = 1,     /* the last hold: key deleted, waiters woken */
 } rlock__released;
 
+/* The layout of the name's key a kind keeps its holds in. Kinds of one
+ * layout count a thread's holds of the name in the same field (a re-entry
+ * through either is one more of the same count), so the registry may keep
+ * them in one record; kinds of two layouts never hold one name together
+ * (each one's scripts refuse the other's key: RLOCK_EKIND). */
+typedef enum rlock__layout {
+    RLOCK__LAYOUT_LOCK = 0, /* the reentrant lock's hash, owner -> count, no
+                               'mode' (reentrant, fair, fenced, spin and the
+                               non-reentrant forms) */
+    RLOCK__LAYOUT_RW,       /* a read/write lock's hash, with 'mode' */
+} rlock__layout;
+
 typedef struct rlock__kind {
     const char *name;
+    rlock__layout layout;
     /* The channel its releases publish on: prefix("chan_prefix", name);
      * NULL: its releases publish nothing and the handle has no channel
      * (l->channel NULL; the spin lock, whose wait is RLOCK__WAIT_POLL). */
