@@ -1436,6 +1436,73 @@ Test(fair, queued_attempt_whose_reply_is_cut_waits_in_one_place)
     th_server_stop(&s);
 }
 
+/* A fair acquisition whose replies are all lost (it ran: the lock is the
+ * thread's in Redis) is left in doubt; the thread's next call on the name
+ * comes through a handle of another kind of the same layout (the plain
+ * lock's unlock). The doubt is settled with the fair lock's own abandon,
+ * which gives the hold back and wakes the fair waiter queued behind it on
+ * its own channel at once (the plain lock's abandon would publish on the
+ * base channel, which no fair waiter hears, and leave it asleep until the
+ * lease it saw). */
+Test(fair, acquisition_in_doubt_is_settled_by_its_own_kind_through_another_handle)
+{
+    tp_proxy *px = tp_new(th_port());
+    cr_assert(px != NULL && tp_start(px) == 0);
+    char purl[64];
+    snprintf(purl, sizeof purl, "redis://127.0.0.1:%d", tp_port(px));
+    rlock_config cfg;
+    rlock_config_init(&cfg);
+    cfg.url = purl;
+    cfg.command_timeout_ms = 500;
+    rlock_client *c = th_client_cfg(&cfg);
+    rlock_client *wc = fair_client(0, 0);
+    char *name = th_name("fair-doubt-kind");
+    char *q = qkey(name);
+    rlock *fl, *pl;
+    th_ok(rlock_new_fair(c, name, &fl));
+    th_ok(rlock_new(c, name, &pl));
+    char *me = th_owner(c, rlock_thread_id());
+    /* Loads the scripts through the proxy first. */
+    th_ok(rlock_try_lock(fl, 0, 30000));
+    th_ok(rlock_unlock(fl));
+    int64_t t0 = th_now_ms();
+    int64_t window = th_ms(2500);
+    tp_delay(px, TP_REPLIES, window, th_ms(4000));
+    rlock_status st = rlock_try_lock(fl, 0, 30000);
+    cr_assert(st == RLOCK_ETIMEDOUT || st == RLOCK_EIO, "got %s", rlock_status_name(st));
+    cr_assert(th_now_ms() - t0 < window, "the call outlived the window of lost replies");
+    cr_assert_eq(th_hget_int(r, name, me), 1, "the acquisition ran");
+    /* A fair waiter of another client queues behind the hold in doubt. */
+    fw w = {.c = wc, .name = name, .wait_ms = th_ms(20000), .lease_ms = 30000};
+    fw_start(&w);
+    char *wo = fw_owner(&w);
+    wait_queued(q, 0, wo);
+    char *och = own_channel(name, wo);
+    th_wait_numsub(0, och, 1, 3000);
+    free(och);
+    while (th_now_ms() - t0 < window + th_ms(200)) {
+        th_sleep_ms(20); /* past the window: the next call is answered */
+    }
+    int64_t settled = th_now_ms();
+    th_assert_status(rlock_unlock(pl), RLOCK_ENOTOWNER);
+    cr_assert(TH_POLL(fw_got(&w), 3000), "the fair waiter was not woken (%lld ms)",
+              (long long)(th_now_ms() - settled));
+    th_ok(w.st);
+    fw_join(&w);
+    th_ok(w.unlock_st);
+    cr_assert_eq(th_exists(r, name), 0);
+    cr_assert_eq(th_exists(r, q), 0);
+    free(wo);
+    free(me);
+    free(q);
+    free(name);
+    rlock_free(fl);
+    rlock_free(pl);
+    rlock_client_free(wc);
+    rlock_client_free(c);
+    tp_free(px);
+}
+
 /* The calling thread's place queued through the kind (as an attempt
  * would), behind a Java holder written by hand; then a waiting thread
  * behind it; then the holder's lock vanishes without a release (its lease

@@ -195,7 +195,7 @@ Test(rev16, read_holder_asking_the_fenced_lock_of_its_name_is_ekind_untouched)
  * writer gets in, and the holder, still renewing, is not told until
  * after. Expected: the refusal changes nothing, the timeout key is
  * renewed, and the writer stays out. */
-Test(rev16, ekind_refusal_does_not_change_how_the_read_hold_is_renewed, .disabled = DEV_OFF)
+Test(rev16, ekind_refusal_does_not_change_how_the_read_hold_is_renewed)
 {
     char *name = th_name("f2");
     th_lost_count lost = {PTHREAD_MUTEX_INITIALIZER, 0};

@@ -1371,6 +1371,65 @@ Test(rwlock, another_kind_at_the_name_is_ekind_and_left_alone)
     free(name);
 }
 
+/* A thread that holds a name through one layout (the read lock, or a lock
+ * of the reentrant lock's hash) and calls a lock of the other layout on
+ * it: the two never share the field both name after the thread, so the
+ * call is refused before anything is sent (RLOCK_EKIND), Redis is left as
+ * it was, and the hold goes on as before (renewed by its own kind). An
+ * unlock through the other layout used to reach Redis: the plain unlock
+ * deleted the read/write lock, the read unlock found no read hold and
+ * counted the thread's plain hold as lost, so nothing renewed it. */
+Test(rwlock, other_layout_on_a_name_the_thread_holds_is_refused_before_it_is_sent)
+{
+    rlock_client *wc = th_client(NULL, 1000);
+    char *name = th_name("rwlayout");
+    rlock *rd, *re, *fa, *fe, *sp, *nr;
+    th_ok(rlock_new_read(wc, name, &rd));
+    th_ok(rlock_new(wc, name, &re));
+    th_ok(rlock_new_fair(wc, name, &fa));
+    th_ok(rlock_new_fenced(wc, name, &fe));
+    th_ok(rlock_new_spin(wc, name, &sp));
+    th_ok(rlock_new_nonreentrant(wc, name, &nr));
+    char *owner = th_owner(wc, rlock_thread_id());
+    char *t1 = tkey(name, owner, 1);
+    rlock *hash_kinds[] = {re, fa, fe, sp, nr};
+
+    th_ok(rlock_lock(rd, RLOCK_WATCHDOG));
+    redisReply *before = dump(name);
+    for (size_t i = 0; i < sizeof hash_kinds / sizeof hash_kinds[0]; i++) {
+        th_assert_status(rlock_try_lock(hash_kinds[i], 0, RLOCK_WATCHDOG), RLOCK_EKIND);
+        th_assert_status(rlock_unlock(hash_kinds[i]), RLOCK_EKIND);
+    }
+    assert_same_dump(before, name);
+    freeReplyObject(before);
+    /* Three leases: only the read lock's renewal keeps the timeout key. */
+    th_sleep_ms(3000);
+    cr_assert(th_pttl(r, t1) > 0, "the read hold's timeout key ran out");
+    cr_assert_eq(th_hget_int(r, name, owner), 1);
+    th_ok(rlock_unlock(rd));
+    cr_assert_eq(th_exists(r, name), 0);
+
+    th_ok(rlock_lock(re, RLOCK_WATCHDOG));
+    before = dump(name);
+    th_assert_status(rlock_try_lock(rd, 0, RLOCK_WATCHDOG), RLOCK_EKIND);
+    th_assert_status(rlock_unlock(rd), RLOCK_EKIND);
+    assert_same_dump(before, name);
+    freeReplyObject(before);
+    th_sleep_ms(3000);
+    cr_assert(th_pttl(r, name) > 0, "the plain hold was not renewed");
+    th_ok(rlock_unlock(re));
+    cr_assert_eq(th_exists(r, name), 0);
+
+    for (size_t i = 0; i < sizeof hash_kinds / sizeof hash_kinds[0]; i++) {
+        rlock_free(hash_kinds[i]);
+    }
+    rlock_free(rd);
+    rlock_client_free(wc);
+    free(t1);
+    free(owner);
+    free(name);
+}
+
 /* ---- exact outcomes through a faulty link ------------------------------- */
 
 static rlock_client *client_at(int port, int64_t command_ms, int64_t retry_ms)

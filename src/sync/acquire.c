@@ -60,6 +60,12 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
     }
     rlock__hold_view v;
     rlock__hold_view_of(c, l->key, l->keylen, tid, &v);
+    if ((st = rlock__layout_check(l, &v)) != RLOCK_OK) {
+        /* Nothing is sent: the scripts would refuse it too, but the
+         * count this thread holds is of the other kind's field. */
+        rlock__hold_tidy(c, l->key, l->keylen, tid);
+        return st;
+    }
     if (v.count > 0 && v.lost) {
         /* Re-entering a hold this client already knows is gone: nothing to
          * take. The thread is told now; its levels unwind with RLOCK_ELOST,
@@ -141,7 +147,7 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
                     /* Redis counts other than we do: an acquire of ours ran
                      * beyond the latch's horizon. The next call compares
                      * the counts and gives the surplus back. */
-                    rlock__hold_set_suspect(c, l->key, l->keylen, tid, "", sent, lease);
+                    rlock__hold_set_suspect(c, l->key, l->keylen, tid, "", sent, lease, k);
                 }
                 break;
             }
@@ -278,7 +284,7 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
     if (resend) {
         /* The last request sent got no answer: settled (abandoned) by this
          * thread's next call for the name or at close. */
-        rlock__hold_set_suspect(c, l->key, l->keylen, tid, rid, first_sent, lease);
+        rlock__hold_set_suspect(c, l->key, l->keylen, tid, rid, first_sent, lease, k);
     }
     if (st != RLOCK_OK) {
         rlock__hold_tidy(c, l->key, l->keylen, tid);

@@ -333,9 +333,15 @@ rlock_status rlock__acquire(struct rlock *l, int64_t wait_ms, int64_t lease_ms,
 /* One release of the calling thread's hold, reusing the request id of an
  * earlier unanswered one. */
 rlock_status rlock__release(struct rlock *l);
-/* Settles what earlier calls of thread tid on l left in doubt: an acquire
- * that may have run (released if it did), an unanswered unlock (sent again
- * with its id). Cheap when nothing is in doubt. */
+/* RLOCK_EKIND (nothing sent) when the calling thread's record v holds the
+ * name (levels live or lost) with a kind of another layout than l's: the
+ * two never share a field, and a count of one is no count of the other.
+ * Else RLOCK_OK. */
+rlock_status rlock__layout_check(const struct rlock *l, const rlock__hold_view *v);
+/* Settles what earlier calls of thread tid on l's name left in doubt, each
+ * with the scripts of its own kind (which may not be l's): an acquire
+ * that may have run (released if it did), an unanswered unlock (sent
+ * again with its id). Cheap when nothing is in doubt. */
 rlock_status rlock__settle(struct rlock *l, uint64_t tid, bool pending_too, int64_t deadline_ms);
 /* At close: settles every (name, thread) with something in doubt. */
 /* With orphans_only, only the records of exited threads (the watchdog's
