@@ -246,8 +246,7 @@ Test(rev16, ekind_refusal_does_not_change_how_the_read_hold_is_renewed)
  * lock is free and the link is back. Expected: the give-up is kept as a
  * doubt and sent again once Redis answers (as an unanswered acquire is
  * abandoned), so the next waiter gets the free lock at once. */
-Test(rev16, fair_give_up_lost_with_the_link_is_sent_again_and_does_not_block_the_queue,
-     .disabled = DEV_OFF)
+Test(rev16, fair_give_up_lost_with_the_link_is_sent_again_and_does_not_block_the_queue)
 {
     char *name = th_name("f3");
     char *q = prefixed("redisson_lock_queue", name);

@@ -109,8 +109,8 @@ void rlock__holder_remove(rlock_client *c, rlock__hold *h, rlock__holder *x)
  * middle of an acquire (the record must be there for the outcome). */
 static void tidy(rlock_client *c, rlock__hold *h, rlock__holder *x)
 {
-    if (x->count == 0 && x->lost_levels == 0 && !x->suspect && !x->pending && !x->in_round &&
-        !x->acquiring) {
+    if (x->count == 0 && x->lost_levels == 0 && !x->suspect && !x->pending && !x->giving_up &&
+        !x->in_round && !x->acquiring) {
         rlock__holder_remove(c, h, x);
     }
 }
@@ -320,6 +320,9 @@ void rlock__hold_view_of(rlock_client *c, const char *name, size_t len, uint64_t
         v->kind = x->kind;
         v->suspect_kind = x->suspect ? x->suspect_kind : NULL;
         v->pending_kind = x->pending ? x->pending_kind : NULL;
+        v->giving_up = x->giving_up;
+        v->give_up_wait_ms = x->give_up_wait_ms;
+        v->give_up_kind = x->giving_up ? x->give_up_kind : NULL;
     }
     v->lease_ms = x ? ttl_below(c, x, x->count - 1) : c->cfg.watchdog_timeout_ms;
     pthread_mutex_unlock(&c->hold_mu);
@@ -522,6 +525,21 @@ void rlock__hold_set_pending(rlock_client *c, const char *name, size_t len, uint
     pthread_mutex_unlock(&c->hold_mu);
 }
 
+void rlock__hold_set_give_up(rlock_client *c, const char *name, size_t len, uint64_t tid,
+                             bool on, int64_t wait_ms, const struct rlock__kind *kind)
+{
+    pthread_mutex_lock(&c->hold_mu);
+    rlock__hold *h = find_hold(c, name, len);
+    rlock__holder *x = find_holder(h, tid);
+    if (x) {
+        x->giving_up = on;
+        x->give_up_wait_ms = on ? wait_ms : 0;
+        x->give_up_kind = on ? kind : NULL;
+        tidy(c, h, x);
+    }
+    pthread_mutex_unlock(&c->hold_mu);
+}
+
 void rlock__hold_tidy(rlock_client *c, const char *name, size_t len, uint64_t tid)
 {
     pthread_mutex_lock(&c->hold_mu);
@@ -585,11 +603,12 @@ void rlock__holds_thread_exit(rlock_client *c, uint64_t tid)
         if (x->count > 0 && x->wd_depth > 0 && !x->lost && c->lost_fn) {
             c->lost_fn(c->lost_arg, h->name, h->namelen, x->tid, x->epoch, true);
         }
-        if (x->suspect || x->pending) {
-            /* An acquire that may have run, an unlock that may not have:
-             * rlock_client_free() settles them (it finds them here), or
-             * the first would stay held for its lease after a clean
-             * shutdown. The thread holds nothing any more. */
+        if (x->suspect || x->pending || x->giving_up) {
+            /* An acquire that may have run, an unlock that may not have,
+             * a give-up that may not have: rlock_client_free() settles
+             * them (it finds them here), or the first would stay held for
+             * its lease after a clean shutdown (the last, queued until its
+             * deadline). The thread holds nothing any more. */
             x->count = 0;
             x->wd_depth = 0;
             x->expires_ms = -1;

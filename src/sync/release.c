@@ -316,7 +316,7 @@ rlock_status rlock__settle(rlock *l, uint64_t tid, bool pending_too, int64_t dea
     rlock_client *c = l->c;
     rlock__hold_view v;
     rlock__hold_view_of(c, l->key, l->keylen, tid, &v);
-    if (!v.suspect && !(pending_too && v.pending)) {
+    if (!v.suspect && !v.giving_up && !(pending_too && v.pending)) {
         return RLOCK_OK; /* the common case: one lookup */
     }
     char owner[RLOCK__OWNER_MAX];
@@ -336,6 +336,24 @@ rlock_status rlock__settle(rlock *l, uint64_t tid, bool pending_too, int64_t dea
             return st;
         }
         rlock__hold_view_of(c, l->key, l->keylen, tid, &v);
+    }
+    if (v.giving_up) {
+        /* A waiter's give-up that got no answer: sent again (it leaves the
+         * queue once, and moves the places behind it forward once; a
+         * second run finds nothing to leave). Before an acquire in doubt
+         * is abandoned: the give-up moves the deadlines behind, the
+         * abandon would not, and then stops a late copy of the attempt
+         * from queueing again. */
+        if ((st = as_kind(l, v.give_up_kind, &tmp, &h)) != RLOCK_OK) {
+            return st;
+        }
+        st = h->kind->give_up ? h->kind->give_up(h, owner, v.give_up_wait_ms, deadline_ms)
+                              : RLOCK_OK;
+        as_kind_done(l, h);
+        if (st != RLOCK_OK) {
+            return st;
+        }
+        rlock__hold_set_give_up(c, l->key, l->keylen, tid, false, 0, NULL);
     }
     if (v.suspect) {
         /* Abandoned with the scripts of the kind that sent it. */
@@ -370,10 +388,12 @@ static void collect_doubt(rlock__map_node *node, void *arg)
     for (rlock__holder *x = h->holders; x; x = x->next) {
         /* The handle rlock__settle() gets: of a doubt's kind (it settles
          * each doubt with its own kind's scripts anyway). */
-        const rlock__kind *k = x->suspect && x->suspect_kind   ? x->suspect_kind
-                               : x->pending && x->pending_kind ? x->pending_kind
-                                                               : x->kind;
-        if ((!x->suspect && !x->pending) || !k || (d->orphans_only && !x->orphan)) {
+        const rlock__kind *k = x->suspect && x->suspect_kind       ? x->suspect_kind
+                               : x->pending && x->pending_kind     ? x->pending_kind
+                               : x->giving_up && x->give_up_kind ? x->give_up_kind
+                                                                   : x->kind;
+        if ((!x->suspect && !x->pending && !x->giving_up) || !k ||
+            (d->orphans_only && !x->orphan)) {
             continue;
         }
         if (d->n == d->cap) {
@@ -408,7 +428,7 @@ static bool settle_once(rlock_client *c, int64_t deadline_ms, bool orphans_only)
             rlock__settle(&l, d.v[i].tid, true, deadline_ms);
             rlock__hold_view v;
             rlock__hold_view_of(c, l.key, l.keylen, d.v[i].tid, &v);
-            settled = settled && !v.suspect && !v.pending;
+            settled = settled && !v.suspect && !v.pending && !v.giving_up;
             rlock__handle_fini(&l);
         } else {
             settled = false;
