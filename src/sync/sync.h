@@ -223,9 +223,14 @@ typedef struct rlock__kind {
      * kind (the write half: only a writer holds it). */
     rlock_status (*is_locked)(struct rlock *l, bool *locked, int64_t deadline_ms);
     /* Renewal: KEYS = names, ARGV[1] = lease, ARGV[1 + i] = owner of
-     * KEYS[i]; the reply is an array of 0 (gone) or the key's TTL after the
-     * renewal (-1: none). It extends a TTL to the lease, never shortens one
-     * (a late renewal must not cut a lease told since). */
+     * KEYS[i]; the reply is an array of 0 (gone) or the hold's TTL after
+     * the renewal (-1: none), which the registry takes as the hold's life
+     * (I6, I7): the key's, for a hold that lives by its key; the read
+     * half's, by its own timeout keys (the longest, no longer than the
+     * name's: 0 when none is left), never the name's alone, which another
+     * client's reader may keep longer. It extends a TTL to the lease,
+     * never shortens one (a late renewal must not cut a lease told
+     * since). */
     const rlock__script *renew;
     /* What a message on its channel means for local waiters ("1" always
      * wakes them all). */
