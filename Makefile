@@ -107,7 +107,8 @@ endif
 # TEST_FLAGS: extra flags for the test programs only (make coverage).
 # test/cli_helpers.h is header-only: the CLI tests include it.
 TEST_FLAGS ?=
-$(B)/test/%: test/%.c test/harness.c test/harness.h test/cli_helpers.h $(B)/librlock.a $(CRIT_DEPS)
+$(B)/test/%: test/%.c test/harness.c test/harness.h test/cli_helpers.h test/kinds.h test/faultkit.h \
+             $(B)/librlock.a $(CRIT_DEPS)
 	@mkdir -p $(B)/test
 	$(CC) $(ALL_CFLAGS) $(CRIT_CFLAGS) $(TEST_FLAGS) -Itest -o $@ $< test/harness.c \
 	  $(B)/librlock.a $(ALL_LDFLAGS) $(RL_LDLIBS) $(CRIT_LIBS)
@@ -116,24 +117,28 @@ $(B)/test/%: test/%.c test/harness.c test/harness.h test/cli_helpers.h $(B)/libr
 # compares it with Criterion's: both runners must know the same tests).
 # -O0: built to list, never run here.
 LITE_LIST_BIN := $(patsubst $(B)/test/%,$(B)/test-lite/%,$(TEST_BIN))
-$(B)/test-lite/%: test/%.c test/harness.c test/harness.h test/cli_helpers.h $(B)/librlock.a \
-                  test/lite/runner.c test/lite/criterion/criterion.h
+$(B)/test-lite/%: test/%.c test/harness.c test/harness.h test/cli_helpers.h test/kinds.h \
+                  test/faultkit.h $(B)/librlock.a test/lite/runner.c test/lite/criterion/criterion.h
 	@mkdir -p $(B)/test-lite
 	$(CC) $(ALL_CFLAGS) -O0 -Itest/lite -Itest -o $@ $< test/harness.c test/lite/runner.c \
 	  $(B)/librlock.a $(ALL_LDFLAGS) $(RL_LDLIBS)
 
+# test_bench runs the benchmark binary (its scenarios, briefly).
+$(B)/test/test_bench: $(B)/rlock-bench
+
 # These tests also link the fault-injecting TCP proxy (test/proxy.c).
 PROXY_TESTS := test_chaos test_clock test_exact test_faults test_review test_review2 test_statuses \
-               test_tls test_revunwind test_spin test_fenced test_fair test_rwlock test_rev16
+               test_tls test_revunwind test_spin test_fenced test_fair test_rwlock test_rev16 \
+               test_kindfaults
 $(patsubst %,$(B)/test/%,$(PROXY_TESTS)): $(B)/test/%: test/%.c test/proxy.c test/proxy.h \
-  test/harness.c test/harness.h $(B)/librlock.a $(CRIT_DEPS)
+  test/harness.c test/harness.h test/kinds.h test/faultkit.h $(B)/librlock.a $(CRIT_DEPS)
 	@mkdir -p $(B)/test
 	$(CC) $(ALL_CFLAGS) $(CRIT_CFLAGS) $(TEST_FLAGS) -Itest -o $@ $< test/proxy.c test/harness.c \
 	  $(B)/librlock.a $(ALL_LDFLAGS) $(RL_LDLIBS) $(CRIT_LIBS)
 
 $(patsubst %,$(B)/test-lite/%,$(PROXY_TESTS)): $(B)/test-lite/%: test/%.c test/proxy.c \
-  test/proxy.h test/harness.c test/harness.h $(B)/librlock.a test/lite/runner.c \
-  test/lite/criterion/criterion.h
+  test/proxy.h test/harness.c test/harness.h test/kinds.h test/faultkit.h $(B)/librlock.a \
+  test/lite/runner.c test/lite/criterion/criterion.h
 	@mkdir -p $(B)/test-lite
 	$(CC) $(ALL_CFLAGS) -O0 -Itest/lite -Itest -o $@ $< test/proxy.c test/harness.c \
 	  test/lite/runner.c $(B)/librlock.a $(ALL_LDFLAGS) $(RL_LDLIBS)
@@ -275,7 +280,9 @@ clean:
 # make soak: the stress tests for RLOCK_STRESS_SECONDS each (default 300)
 # and the fault tests SOAK_ROUNDS times, against a throwaway server; then
 # the randomized fault test for RLOCK_CHAOS_SECONDS (default 300) on its
-# own private server (RLOCK_CHAOS_SEED=<seed> replays a failure's seed).
+# own private server, the reentrant lock's run and then every other kind's
+# (RLOCK_CHAOS_SEED=<seed> replays a failure's seed, RLOCK_CHAOS_KINDS
+# chooses the second run's kinds).
 RLOCK_STRESS_SECONDS ?= 300
 RLOCK_CHAOS_SECONDS ?= 300
 SOAK_ROUNDS ?= 5

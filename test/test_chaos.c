@@ -1,6 +1,6 @@
 /* Chaos: a randomized fault test of mutual exclusion. LANES worker
- * processes of THREADS threads each take NAMES locks (watchdog or explicit
- * lease, re-entered up to three deep) through a fault-injecting proxy of
+ * processes of THREADS threads each take a few contended locks (watchdog or
+ * explicit lease, re-entered up to three deep) through a fault-injecting proxy of
  * their own (test/proxy.c) to a private redis-server, while a seeded
  * injector delays requests or replies, drops and cuts connections, makes a
  * worker's link half-dead (accepted, never answered, reconnects included),
@@ -53,6 +53,22 @@
  *    alive by a watchdog for a thread that believes it let go (e.g. an
  *    unlock that met LOADING and returned RLOCK_EREDIS).
  *
+ * Two runs, at once (make check runs two tests of a program in parallel):
+ * three reentrant locks, and one lock of every other kind (test/kinds.h:
+ * fair, fenced, spin, a read/write lock, the non-reentrant forms). On a
+ * read/write lock a section takes the read lock (two in three) or the write
+ * lock: two readers may overlap (counted: they did share), a writer and
+ * anyone may not; a reader does not write the counter but reads it again
+ * at its end, and a value another section wrote in between must name a
+ * writer whose section overlapped (a "reader witness", as check 3). A
+ * non-reentrant lock is asked again in place of a re-entry: RLOCK_EDEADLK
+ * changes nothing, RLOCK_OK is a violation ("re-entered"). A fenced lock's
+ * sections record their token: a section whose lock call began after
+ * another's had returned must have a greater token (check 5, "token
+ * order"). RLOCK_CHAOS_KINDS=<kind,...> (fair, fenced, spin, rw,
+ * nonreentrant, fair-nonreentrant, reentrant; one name each, repeat a
+ * kind for more) sets the second run's locks.
+ *
  * The seed is printed first; RLOCK_CHAOS_SEED=<seed> replays its fault
  * schedule and the workers' choices (timing still varies), and
  * RLOCK_CHAOS_SECONDS sets the length (20 s by default; make soak runs
@@ -78,11 +94,12 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "kinds.h"
 #include "proxy.h"
 
 #define LANES 4      /* worker processes alive at once */
 #define THREADS 4    /* threads per worker */
-#define NAMES 3      /* lock names, all contended */
+#define MAX_NAMES 16 /* lock names, all contended */
 /* Watchdog sections (renewed) and explicit-lease ones, re-entered up to
  * three deep; a re-entry of a watchdog section takes an explicit lease one
  * time in three (longer or shorter than the watchdog's: renewals set the
@@ -92,7 +109,7 @@
 #define MAX_SECS (1 << 17)
 #define MAX_FAULTS 16384
 #define EVMAX 20
-#define NST 11 /* rlock_status values */
+#define NST 19 /* rlock_status values */
 #define NEVER INT64_MAX
 
 /* ---- shared record ------------------------------------------------------ */
@@ -109,7 +126,9 @@ static const char *const told_name[TOLD_N] = {"not told",
                                               "inner unlock failed",
                                               "process killed"};
 
-enum cas { CAS_NONE, CAS_OK, CAS_CONFLICT, CAS_UNKNOWN };
+/* A writer's counter CAS; a reader's second read: the same value, or one
+ * a writer wrote during the section. */
+enum cas { CAS_NONE, CAS_OK, CAS_CONFLICT, CAS_UNKNOWN, CAS_READ_SAME, CAS_READ_CHANGED, CAS_N };
 
 /* One step of a section: 'L' lock, 'R' re-entry, 'U' inner unlock, 'F'
  * outer unlock, 'X' clean-up unlock, 'C' on_lock_lost, 'G' counter read
@@ -123,6 +142,8 @@ typedef struct event {
 typedef struct section {
     atomic_int ready; /* set last: the fields below are written */
     int32_t proc, thread, name, depth;
+    int32_t kind;         /* th_kinds[] index: TK_READ or TK_WRITE on a read/write lock */
+    int64_t token;        /* fenced: the outer lock's token, else -1 */
     int64_t call_ns;      /* outermost lock call started */
     int64_t start_ns;     /* it returned RLOCK_OK */
     int64_t end_ns;       /* outermost unlock call started / gave up / killed */
@@ -154,14 +175,18 @@ typedef struct proc_info {
 typedef struct shared {
     int64_t t0_ns;
     int server_port;
-    char names[NAMES][64];
-    char counters[NAMES][64];
+    int nnames;
+    int kind[MAX_NAMES]; /* th_kinds[] index; TK_READ: a read/write lock */
+    char names[MAX_NAMES][64];
+    char counters[MAX_NAMES][64];
     atomic_int stop;    /* workers: take no new locks */
     atomic_int release; /* workers: free the client and exit */
     atomic_int nsec;
     atomic_ullong st[OP_N][NST + 1];
     atomic_ullong depth_hist[4];
-    atomic_ullong callbacks, stale_callbacks, cas_n[4];
+    atomic_ullong callbacks, stale_callbacks, cas_n[CAS_N];
+    atomic_ullong reentered; /* a non-reentrant lock taken again */
+    atomic_ullong edeadlk;   /* ... refused, as it must be */
     proc_info procs[MAX_PROCS];
     section secs[MAX_SECS];
 } shared;
@@ -231,10 +256,10 @@ static bool told(section *s)
 
 typedef struct worker {
     int slot, thread;
-    rlock **locks;
+    rlock *(*locks)[2]; /* per name: its handle, and a read/write lock's write half */
     uint64_t rng;
     redisContext *ctr; /* direct to the server, for the counter */
-    int64_t unknown_ns[NAMES];
+    int64_t unknown_ns[MAX_NAMES];
 } worker;
 
 static void on_lost(const char *name, uint64_t tid, void *arg)
@@ -333,6 +358,7 @@ static void section_body(worker *w, section *s, rlock *l, int idx, int depth, in
      * in watchdog mode through its explicit re-entries (its first level
      * is the watchdog's), so on_lock_lost is what tells it. */
     int held = 1, k = s->name;
+    const th_kind *kd = &th_kinds[s->kind];
     bool quit = false;
     char seen[64] = "";
     bool have_seen = false;
@@ -363,7 +389,13 @@ static void section_body(worker *w, section *s, rlock *l, int idx, int depth, in
         }
         stat_st(OP_REENTER, st);
         ev_add(s, 'R', st);
-        if (st == RLOCK_OK) {
+        if (st == RLOCK_EDEADLK && !kd->reentrant) {
+            /* A non-reentrant lock asked again: refused, nothing changed. */
+            atomic_fetch_add(&sh->edeadlk, 1);
+        } else if (st == RLOCK_OK) {
+            if (!kd->reentrant) {
+                atomic_fetch_add(&sh->reentered, 1);
+            }
             held++;
             s->last_lock_ns = now_ns();
             if (lease != RLOCK_WATCHDOG && t + lease * 1000000 > s->lease_until) {
@@ -421,7 +453,33 @@ static void section_body(worker *w, section *s, rlock *l, int idx, int depth, in
         quit = true;
     }
     if (!quit) {
-        if (have_seen) {
+        if (have_seen && kd->read) {
+            /* A reader writes nothing: it reads the counter again, and a
+             * new value names a writer that was inside this section. */
+            s->cas = CAS_NONE;
+            redisReply *c = ctr_cmd(w, "GET %s", sh->counters[k]);
+            if (c && (c->type == REDIS_REPLY_STRING || c->type == REDIS_REPLY_NIL)) {
+                const char *now = c->type == REDIS_REPLY_STRING ? c->str : "";
+                if (strcmp(now, seen) == 0) {
+                    s->cas = CAS_READ_SAME;
+                } else {
+                    int with = -1;
+                    long long cnt;
+                    if (sscanf(now, "%lld %d", &cnt, &with) != 2) {
+                        with = -1;
+                    }
+                    s->cas = CAS_READ_CHANGED;
+                    s->cas_with = with;
+                }
+                ev_add(s, 'S', s->cas == CAS_READ_SAME ? RLOCK_OK : RLOCK_EBUSY);
+            } else {
+                ev_add(s, 'S', RLOCK_EIO);
+                ctr_drop(w);
+            }
+            if (c) {
+                freeReplyObject(c);
+            }
+        } else if (have_seen) {
             long long count = 0;
             sscanf(seen, "%lld", &count);
             char next[64];
@@ -477,12 +535,18 @@ static void *worker_main(void *arg)
     worker *w = arg;
     proc_info *me = &sh->procs[w->slot];
     atomic_store(&me->tid[w->thread], rlock_thread_id());
-    for (int k = 0; k < NAMES; k++) {
+    for (int k = 0; k < sh->nnames; k++) {
         w->unknown_ns[k] = -NEVER;
     }
     while (!atomic_load(&sh->stop)) {
-        int k = (int)rnd(&w->rng, 0, NAMES - 1);
-        rlock *l = w->locks[k];
+        int k = (int)rnd(&w->rng, 0, sh->nnames - 1);
+        /* A read/write lock: the write lock one time in three. */
+        int kind = sh->kind[k];
+        bool write = kind == TK_READ && rnd(&w->rng, 0, 2) == 0;
+        if (write) {
+            kind = TK_WRITE;
+        }
+        rlock *l = w->locks[k][write];
         bool wd = rnd(&w->rng, 0, 1) == 0;
         int64_t lease = wd ? RLOCK_WATCHDOG : ms(rnd(&w->rng, 400, 2000));
         int64_t r = rnd(&w->rng, 0, 99);
@@ -508,6 +572,14 @@ static void *worker_main(void *arg)
         s->proc = w->slot;
         s->thread = w->thread;
         s->name = k;
+        s->kind = kind;
+        s->token = -1;
+        if (th_kinds[kind].fenced) {
+            int64_t tok = -1;
+            if (rlock_fence_token(l, &tok) == RLOCK_OK) {
+                s->token = tok;
+            }
+        }
         s->depth = 1;
         s->call_ns = call;
         s->start_ns = s->last_lock_ns = now_ns();
@@ -570,9 +642,11 @@ static int worker_proc(int slot, int port, tp_proxy **proxies, pid_t parent)
         return 3;
     }
     snprintf(me->client_id, sizeof me->client_id, "%s", rlock_client_id(c));
-    rlock *locks[NAMES];
-    for (int k = 0; k < NAMES; k++) {
-        if (rlock_new(c, sh->names[k], &locks[k]) != RLOCK_OK) {
+    rlock *locks[MAX_NAMES][2] = {{NULL}};
+    for (int k = 0; k < sh->nnames; k++) {
+        const th_kind *kd = &th_kinds[sh->kind[k]];
+        if (kd->make(c, sh->names[k], &locks[k][0]) != RLOCK_OK ||
+            (kd->read && rlock_new_write(c, sh->names[k], &locks[k][1]) != RLOCK_OK)) {
             return 4;
         }
     }
@@ -596,8 +670,9 @@ static int worker_proc(int slot, int port, tp_proxy **proxies, pid_t parent)
          !atomic_load(&sh->release) && now_ns() < until;) {
         th_sleep_ms(20);
     }
-    for (int k = 0; k < NAMES; k++) {
-        rlock_free(locks[k]);
+    for (int k = 0; k < sh->nnames; k++) {
+        rlock_free(locks[k][0]);
+        rlock_free(locks[k][1]);
     }
     rlock_client_free(c);
     return 0;
@@ -623,7 +698,7 @@ static const char *const fault_name[F_N] = {
     "CLIENT PAUSE",      "server restart",      "SIGSTOP",    "SIGKILL",         "proxy half-dead"};
 /* Names for RLOCK_CHAOS_FAULTS, a comma-separated subset to inject (all by
  * default), for narrowing a failure down. */
-static const char *const fault_key[F_N] = {"reply-delay", "request-delay", "drop", "cut",
+static const char *const fault_key[F_N] = {"reply-delay", "request-delay", "drop",    "cut",
                                            "sleep",       "pause",         "restart", "stop",
                                            "kill",        "half-dead"};
 static int fault_weight[F_N] = {30, 14, 8, 10, 10, 8, 5, 13, 8, 8};
@@ -963,9 +1038,54 @@ static void run_injector(int64_t seconds)
     th_sleep_ms(ms(3000));
 }
 
+/* RLOCK_CHAOS_KINDS's names of the kinds: "rw" is a read/write lock. */
+static const struct {
+    const char *key;
+    int kind;
+} kind_key[] = {{"reentrant", TK_REENTRANT},
+                {"fair", TK_FAIR},
+                {"fenced", TK_FENCED},
+                {"spin", TK_SPIN},
+                {"rw", TK_READ},
+                {"nonreentrant", TK_NONREENTRANT},
+                {"fair-nonreentrant", TK_FAIR_NONREENTRANT}};
+
+/* The kinds of a comma-separated list into kinds[] (at most MAX_NAMES);
+ * returns how many, or -1 at an unknown one. */
+static int parse_kinds(const char *list, int *kinds)
+{
+    int n = 0;
+    for (const char *p = list; *p;) {
+        size_t len = strcspn(p, ",");
+        int found = -1;
+        for (size_t i = 0; i < sizeof kind_key / sizeof kind_key[0]; i++) {
+            if (strlen(kind_key[i].key) == len && strncmp(p, kind_key[i].key, len) == 0) {
+                found = kind_key[i].kind;
+            }
+        }
+        if (found < 0 || n == MAX_NAMES) {
+            return -1;
+        }
+        kinds[n++] = found;
+        p += len;
+        p += *p == ',';
+    }
+    return n;
+}
+
+static const char *kind_label(int kind)
+{
+    for (size_t i = 0; i < sizeof kind_key / sizeof kind_key[0]; i++) {
+        if (kind_key[i].kind == kind) {
+            return kind_key[i].key;
+        }
+    }
+    return "?";
+}
+
 /* ---- the checks ----------------------------------------------------------- */
 
-enum verdict_kind { V_OVERLAP, V_UNLOCK_OK, V_N };
+enum verdict_kind { V_OVERLAP, V_UNLOCK_OK, V_TOKEN, V_N };
 
 typedef struct verdict {
     int kind, a, b;
@@ -978,6 +1098,7 @@ typedef struct report {
     verdict v[64];
     int nv, count[V_N];
     int overlaps, excused, witnesses, inconsistent, left_behind, counter_bad;
+    int shared, max_readers, reader_witnesses;
     int told_by[TOLD_N], paused_n, lease_ran_out;
 } report;
 
@@ -1044,11 +1165,16 @@ static bool is_violation_pair(report *rp, int a, int b)
     return false;
 }
 
+static bool is_read(const section *s)
+{
+    return th_kinds[s->kind].read;
+}
+
 static void check(report *rp, int n)
 {
     int *idx = malloc(sizeof(int) * (size_t)(n + 1));
     cr_assert(idx != NULL);
-    for (int k = 0; k < NAMES; k++) {
+    for (int k = 0; k < sh->nnames; k++) {
         int m = 0;
         for (int i = 0; i < n; i++) {
             if (sh->secs[i].name == k) {
@@ -1062,6 +1188,10 @@ static void check(report *rp, int n)
                 section *b = &sh->secs[idx[j]];
                 int64_t o = b->start_ns;
                 if (b->end_ns <= o) {
+                    continue;
+                }
+                if (is_read(a) && is_read(b)) {
+                    rp->shared++; /* readers share: no violation */
                     continue;
                 }
                 rp->overlaps++;
@@ -1081,28 +1211,59 @@ static void check(report *rp, int n)
             }
             for (int j = 0; j < m; j++) {
                 section *b = &sh->secs[idx[j]];
+                if (is_read(a) && is_read(b)) {
+                    continue; /* another reader takes nothing from this one */
+                }
                 if (b != a && b->call_ns > a->last_lock_ns && b->start_ns < a->end_ns) {
                     verdict_add(rp, V_UNLOCK_OK, idx[i], idx[j], b->start_ns);
                     break;
                 }
             }
         }
+        /* Readers at once, at most: each read section counts those holding
+         * when it began. */
+        for (int i = 0; i < m; i++) {
+            section *a = &sh->secs[idx[i]];
+            int at = 1;
+            for (int j = 0; j < i && is_read(a); j++) {
+                section *b = &sh->secs[idx[j]];
+                at += is_read(b) && b->end_ns > a->start_ns;
+            }
+            if (is_read(a) && at > rp->max_readers) {
+                rp->max_readers = at;
+            }
+        }
+        /* 5: a fenced lock's tokens follow the order of the acquisitions:
+         * a lock call that began after another had returned took a greater
+         * token (the INCR of the first ran before the second was sent). */
+        for (int i = 0; i < m; i++) {
+            section *a = &sh->secs[idx[i]];
+            for (int j = 0; a->token >= 0 && j < m; j++) {
+                section *b = &sh->secs[idx[j]];
+                if (b->token >= 0 && b->call_ns > a->start_ns && b->token <= a->token) {
+                    verdict_add(rp, V_TOKEN, idx[i], idx[j], b->start_ns);
+                }
+            }
+        }
     }
-    /* 3: every CAS conflict names a writer whose section overlapped. */
+    /* 3: every CAS conflict, and every value a reader saw change, names a
+     * writer whose section overlapped. */
     for (int i = 0; i < n; i++) {
         section *a = &sh->secs[i];
-        if (a->cas != CAS_CONFLICT) {
+        if (a->cas != CAS_CONFLICT && a->cas != CAS_READ_CHANGED) {
             continue;
         }
         int w = a->cas_with;
         section *b = (w >= 0 && w < n) ? &sh->secs[w] : NULL;
-        if (!b || b->name != a->name || !(b->start_ns < a->end_ns && a->start_ns < b->end_ns)) {
+        if (!b || b->name != a->name || is_read(b) ||
+            !(b->start_ns < a->end_ns && a->start_ns < b->end_ns)) {
             rp->inconsistent++;
-            printf("chaos: counter conflict of section %d names writer %d, whose section did "
+            printf("chaos: counter %s of section %d names writer %d, whose section did "
                    "not overlap: the recording is wrong\n",
-                   i, w);
+                   a->cas == CAS_CONFLICT ? "conflict" : "change seen by a reader", i, w);
         } else if (is_violation_pair(rp, i, w)) {
             rp->witnesses++;
+            rp->reader_witnesses += a->cas == CAS_READ_CHANGED;
         }
     }
     free(idx);
@@ -1122,14 +1283,14 @@ static void print_section(report *rp, int i)
 {
     section *s = &sh->secs[i];
     int how = atomic_load(&s->told_how);
-    printf("    section %d: process slot %d (lane %d) thread %d, %s, depth %d, "
+    printf("    section %d: process slot %d (lane %d) thread %d, %s lock, %s, depth %d, "
            "[%.1f, %.1f] ms, told %s%s at %.1f ms, outer unlock %s, CAS %d\n      events:",
-           i, s->proc, sh->procs[s->proc].lane, s->thread,
+           i, s->proc, sh->procs[s->proc].lane, s->thread, th_kinds[s->kind].id,
            !s->watchdog                ? "explicit lease"
            : s->explicit_reentries > 0 ? "watchdog, re-entered with an explicit lease"
                                        : "watchdog",
-           s->depth, rel_ms(s->start_ns),
-           rel_ms(s->end_ns), atomic_load(&s->told_ns) == NEVER ? "never" : told_name[how],
+           s->depth, rel_ms(s->start_ns), rel_ms(s->end_ns),
+           atomic_load(&s->told_ns) == NEVER ? "never" : told_name[how],
            rp->paused[i] ? " (process stopped)" : "", rel_ms(rp->told[i]),
            s->final_st < 0 ? "not reached" : rlock_status_name((rlock_status)s->final_st), s->cas);
     print_events(s);
@@ -1186,11 +1347,18 @@ static void print_verdicts(report *rp)
 {
     for (int i = 0; i < rp->nv && i < 8; i++) {
         verdict *v = &rp->v[i];
-        printf("  VIOLATION %d: %s on %s at %.1f ms\n", i + 1,
-               v->kind == V_OVERLAP ? "two untold holders overlapped"
-                                    : "outer unlock returned RLOCK_OK after another thread "
-                                      "took the lock",
-               sh->names[sh->secs[v->a].name], rel_ms(v->at));
+        printf("  VIOLATION %d: %s on %s (%s) at %.1f ms\n", i + 1,
+               v->kind == V_OVERLAP     ? "two untold holders overlapped"
+               : v->kind == V_UNLOCK_OK ? "outer unlock returned RLOCK_OK after another thread "
+                                          "took the lock"
+                                        : "a later acquisition's fence token is not greater "
+                                          "(tokens of the two sections below)",
+               sh->names[sh->secs[v->a].name], kind_label(sh->kind[sh->secs[v->a].name]),
+               rel_ms(v->at));
+        if (v->kind == V_TOKEN) {
+            printf("      tokens %lld then %lld\n", (long long)sh->secs[v->a].token,
+                   (long long)sh->secs[v->b].token);
+        }
         print_section(rp, v->a);
         print_section(rp, v->b);
         if (v->kind == V_OVERLAP) {
@@ -1207,7 +1375,7 @@ static int left_behind(void)
     redisContext *r = admin_connect(3000);
     cr_assert(r != NULL, "seed %llu: cannot reach the server after the run",
               (unsigned long long)seed);
-    for (int k = 0; k < NAMES; k++) {
+    for (int k = 0; k < sh->nnames; k++) {
         redisReply *rep = redisCommand(r, "HGETALL %s", sh->names[k]);
         if (rep && rep->type == REDIS_REPLY_ARRAY && rep->elements > 0) {
             n++;
@@ -1270,7 +1438,7 @@ static int counter_check(int n)
     int bad = 0;
     redisContext *r = admin_connect(3000);
     cr_assert(r != NULL);
-    for (int k = 0; k < NAMES; k++) {
+    for (int k = 0; k < sh->nnames; k++) {
         long long ok = 0, unknown = 0, final = 0;
         for (int i = 0; i < n; i++) {
             ok += sh->secs[i].name == k && sh->secs[i].cas == CAS_OK;
@@ -1350,7 +1518,8 @@ static void wait_workers(void)
     }
 }
 
-Test(chaos, no_overlap_that_no_holder_was_told_of)
+/* One run on names of the given kinds (one name each). */
+static void chaos_run(const int *kinds, int nk)
 {
     int64_t seconds = chaos_seconds();
     int64_t t_begin = now_ns();
@@ -1361,7 +1530,12 @@ Test(chaos, no_overlap_that_no_holder_was_told_of)
         cx.lane_slot[lane] = -1;
     }
     sh->server_port = cx.srv.port;
-    for (int k = 0; k < NAMES; k++) {
+    char label[256] = "";
+    sh->nnames = nk;
+    for (int k = 0; k < nk; k++) {
+        sh->kind[k] = kinds[k];
+        snprintf(label + strlen(label), sizeof label - strlen(label), "%s%s", k ? "," : "",
+                 kind_label(kinds[k]));
         snprintf(sh->names[k], sizeof sh->names[k], "chaos:%llu:%d", (unsigned long long)seed, k);
         snprintf(sh->counters[k], sizeof sh->counters[k], "chaos-counter:%llu:%d",
                  (unsigned long long)seed, k);
@@ -1392,8 +1566,9 @@ Test(chaos, no_overlap_that_no_holder_was_told_of)
         }
     }
     sh->t0_ns = now_ns();
-    printf("chaos: %d processes x %d threads, %d names, %lld s of faults, time multiplier %.1f\n",
-           LANES, THREADS, NAMES, (long long)seconds, mult);
+    printf("chaos: %d processes x %d threads, %d names (%s), %lld s of faults, time multiplier "
+           "%.1f\n",
+           LANES, THREADS, nk, label, (long long)seconds, mult);
     fflush(stdout);
 
     run_injector(seconds);
@@ -1448,9 +1623,9 @@ Test(chaos, no_overlap_that_no_holder_was_told_of)
     for (int i = 0; i < n; i++) {
         mixed += sh->secs[i].watchdog && sh->secs[i].explicit_reentries > 0;
     }
-    printf("chaos: seed %llu, %d sections in %.1f s; depth 1: %llu, 2: %llu, 3: %llu; "
+    printf("chaos (%s): seed %llu, %d sections in %.1f s; depth 1: %llu, 2: %llu, 3: %llu; "
            "watchdog sections re-entered with an explicit lease: %d\n",
-           (unsigned long long)seed, n, (double)(now_ns() - t_begin) / 1e9,
+           label, (unsigned long long)seed, n, (double)(now_ns() - t_begin) / 1e9,
            (unsigned long long)sh->depth_hist[1], (unsigned long long)sh->depth_hist[2],
            (unsigned long long)sh->depth_hist[3], mixed);
     printf("  faults:");
@@ -1489,6 +1664,46 @@ Test(chaos, no_overlap_that_no_holder_was_told_of)
            "counter wrong %d, recording inconsistent %d, workers failed %d, hung %d\n",
            rp.overlaps, rp.excused, rp.count[V_OVERLAP], rp.witnesses, rp.count[V_UNLOCK_OK],
            rp.left_behind, rp.counter_bad, rp.inconsistent, cx.worker_failures, cx.hung);
+    /* Per name: its sections (a read/write lock's reads and writes). */
+    int idle = 0;
+    printf("  sections per lock:");
+    for (int k = 0; k < nk; k++) {
+        int per[TK_N] = {0}, all = 0;
+        for (int i = 0; i < n; i++) {
+            if (sh->secs[i].name == k) {
+                per[sh->secs[i].kind]++;
+                all++;
+            }
+        }
+        idle += all == 0;
+        if (kinds[k] == TK_READ) {
+            printf(" %s %d (read %d, write %d)", kind_label(kinds[k]), all, per[TK_READ],
+                   per[TK_WRITE]);
+        } else {
+            printf(" %s %d", kind_label(kinds[k]), all);
+        }
+        printf("%s", k + 1 < nk ? "," : "\n");
+    }
+    bool any_rw = false, any_nr = false;
+    int reads = 0;
+    for (int k = 0; k < nk; k++) {
+        any_rw |= kinds[k] == TK_READ;
+        any_nr |= !th_kinds[kinds[k]].reentrant;
+    }
+    for (int i = 0; i < n; i++) {
+        reads += is_read(&sh->secs[i]);
+    }
+    if (any_rw) {
+        printf("  readers: %d overlapping pairs (shared), at most %d at once; reader second reads "
+               "same %llu, changed %llu (%d by untold writers)\n",
+               rp.shared, rp.max_readers, (unsigned long long)sh->cas_n[CAS_READ_SAME],
+               (unsigned long long)sh->cas_n[CAS_READ_CHANGED], rp.reader_witnesses);
+    }
+    if (any_nr) {
+        printf("  non-reentrant locks asked again: refused (RLOCK_EDEADLK) %llu, re-entered %llu\n",
+               (unsigned long long)sh->edeadlk, (unsigned long long)sh->reentered);
+    }
+    printf("  fence tokens out of order %d; locks without a section %d\n", rp.count[V_TOKEN], idle);
     print_verdicts(&rp);
     if (getenv("RLOCK_CHAOS_VERBOSE")) {
         printf("  sections with a status other than RLOCK_OK:\n");
@@ -1504,16 +1719,49 @@ Test(chaos, no_overlap_that_no_holder_was_told_of)
         }
     }
     fflush(stdout);
-    int bad = rp.count[V_OVERLAP] + rp.count[V_UNLOCK_OK] + rp.left_behind + rp.counter_bad +
-              rp.inconsistent + cx.worker_failures + cx.hung;
+    int reentered = (int)sh->reentered;
+    int bad = rp.count[V_OVERLAP] + rp.count[V_UNLOCK_OK] + rp.count[V_TOKEN] + rp.left_behind +
+              rp.counter_bad + rp.inconsistent + cx.worker_failures + cx.hung + reentered;
     free(rp.told);
     free(rp.paused);
     cr_assert(n > 0, "seed %llu: no critical section completed", (unsigned long long)seed);
+    /* A lock never taken while the others were, five times each on
+     * average: that kind cannot be taken under faults. */
+    cr_assert(idle == 0 || n < 5 * nk, "seed %llu: %d lock(s) never taken in the run (%s)",
+              (unsigned long long)seed, idle, label);
+    /* Runs have had 14 to 120 overlapping pairs of readers: none in 30
+     * read sections or more means that readers wait for each other. */
+    cr_assert(reads < 30 || rp.shared > 0,
+              "seed %llu: %d read sections and no two overlapped: readers do not share",
+              (unsigned long long)seed, reads);
     cr_assert(bad == 0,
-              "seed %llu: %d untold overlap(s), %d unlock(s) OK after a loss, %d hold(s) left "
-              "behind, %d wrong counter(s), %d inconsistent record(s), %d failed and %d hung "
-              "worker(s); replay with RLOCK_CHAOS_SEED=%llu",
-              (unsigned long long)seed, rp.count[V_OVERLAP], rp.count[V_UNLOCK_OK], rp.left_behind,
-              rp.counter_bad, rp.inconsistent, cx.worker_failures, cx.hung,
-              (unsigned long long)seed);
+              "seed %llu (%s): %d untold overlap(s), %d unlock(s) OK after a loss, %d fence "
+              "token(s) out of order, %d non-reentrant re-entries, %d hold(s) left behind, %d "
+              "wrong counter(s), %d inconsistent record(s), %d failed and %d hung worker(s); "
+              "replay with RLOCK_CHAOS_SEED=%llu",
+              (unsigned long long)seed, label, rp.count[V_OVERLAP], rp.count[V_UNLOCK_OK],
+              rp.count[V_TOKEN], reentered, rp.left_behind, rp.counter_bad, rp.inconsistent,
+              cx.worker_failures, cx.hung, (unsigned long long)seed);
+}
+
+/* The reentrant lock, as in 0.2: three names. */
+Test(chaos, no_overlap_that_no_holder_was_told_of)
+{
+    static const int kinds[] = {TK_REENTRANT, TK_REENTRANT, TK_REENTRANT};
+    chaos_run(kinds, 3);
+}
+
+/* Every other kind at once, one name each (RLOCK_CHAOS_KINDS: others),
+ * beside the test above (make check runs two at a time). */
+Test(chaos, every_kind_no_overlap_that_no_holder_was_told_of)
+{
+    static const char *const dflt = "fair,fenced,spin,rw,nonreentrant,fair-nonreentrant";
+    const char *list = getenv("RLOCK_CHAOS_KINDS");
+    int kinds[MAX_NAMES];
+    int nk = parse_kinds(list && *list ? list : dflt, kinds);
+    cr_assert(nk > 0,
+              "RLOCK_CHAOS_KINDS=%s: a comma-separated list of reentrant, fair, fenced, "
+              "spin, rw, nonreentrant, fair-nonreentrant",
+              list);
+    chaos_run(kinds, nk);
 }

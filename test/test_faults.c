@@ -7,7 +7,6 @@
  * owners ever hold the lock at once, and no hold is left behind in Redis
  * that the library does not know about. */
 #include <errno.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -18,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "faultkit.h"
 #include "harness.h"
 #include "proxy.h"
 
@@ -178,56 +178,19 @@ static int wait_bounded(pid_t pid, int64_t timeout_ms)
     return th_wait_bounded(pid, timeout_ms);
 }
 
-/* RESP prefixes: the acquire script is EVALSHA sha 2 + 8 arguments (11),
- * the unlock script EVALSHA sha 3 + 8 arguments (11): the same length, so
- * a cut acquire is also told by its latch key (cut_acquire()). */
-#define ACQUIRE_PREFIX "*11\r\n$7\r\nEVALSHA"
-#define UNLOCK_PREFIX "*11\r\n$7\r\nEVALSHA"
-
-/* Cuts the next unlock of name: the request that names its unlock latch. */
-static void cut_unlock(tp_proxy *px, const char *name)
-{
-    char *needle = NULL;
-    cr_assert(asprintf(&needle, "redisson_unlock_latch:{%s}", name) > 0);
-    tp_cut_next_request(px, UNLOCK_PREFIX, needle);
-    free(needle);
-}
-
-/* Cuts the next acquire of name: the request that names its acquire latch. */
-static void cut_acquire(tp_proxy *px, const char *name)
-{
-    char *needle = NULL;
-    cr_assert(asprintf(&needle, "rlock_acquire_latch:{%s}", name) > 0);
-    tp_cut_next_request(px, ACQUIRE_PREFIX, needle);
-    free(needle);
-}
-
 /* A proxy in front of the private server, relaying at once. */
 static tp_proxy *proxy_start(void)
 {
-    tp_proxy *p = tp_new(srv.port);
-    cr_assert(p != NULL && tp_start(p) == 0, "cannot start the proxy");
-    return p;
+    return th_proxy_start(srv.port);
 }
 
+/* A client through p, its scripts loaded (test/faultkit.h): cut requests
+ * (th_cut_acquire(), th_cut_unlock()) are the scripts themselves, not
+ * EVALSHAs answered with NOSCRIPT. */
 static rlock_client *proxy_client(tp_proxy *p)
 {
-    char u[64];
-    snprintf(u, sizeof u, "redis://127.0.0.1:%d", tp_port(p));
-    rlock_config cfg;
-    config(&cfg, u, 1500, 1000, 5000, NULL);
-    rlock_client *c = th_client_cfg(&cfg);
-    /* Load the scripts into the server's cache, so that a cut request is
-     * the script itself and not an EVALSHA answered with NOSCRIPT. */
-    rlock *w;
-    char *warm = th_name("warm");
-    th_ok(rlock_new(c, warm, &w));
-    th_ok(rlock_lock(w, 1000));
-    th_ok(rlock_lock(w, 1000));
-    th_ok(rlock_unlock(w));
-    th_ok(rlock_unlock(w));
-    rlock_free(w);
-    free(warm);
+    rlock_client *c = th_proxy_client(p, 1500);
+    th_warm_scripts(c, rlock_new, true);
     return c;
 }
 
@@ -559,7 +522,7 @@ Test(faults, acquire_reply_lost_is_not_counted_twice)
     char *name = th_name("cut-acquire");
     rlock *l;
     th_ok(rlock_new(a, name, &l));
-    cut_acquire(px, name);
+    th_cut_acquire(px, name);
     /* The first acquire runs in Redis but its reply never arrives. The
      * library must find out (spec 2.2: HGET tells for a first acquisition)
      * rather than send it again, which would count a second hold. */
@@ -587,7 +550,7 @@ Test(faults, acquire_reply_lost_zero_wait_leaves_no_unknown_hold)
     char *name = th_name("cut-acquire0");
     rlock *l;
     th_ok(rlock_new(a, name, &l));
-    cut_acquire(px, name);
+    th_cut_acquire(px, name);
     rlock_status st = rlock_try_lock(l, 0, 10000);
     cr_assert_eq(tp_cuts(px), 1, "the proxy did not cut the acquire");
     char *owner = th_owner(a, rlock_thread_id());
@@ -630,11 +593,11 @@ Test(faults, unlock_reply_lost_is_retried_idempotently)
     redisContext *r = admin();
     /* The partial unlock runs, its reply is lost, the retry (same latch)
      * must not decrement a second time. */
-    cut_unlock(px, name);
+    th_cut_unlock(px, name);
     th_ok(rlock_unlock(l));
     cr_assert_eq(tp_cuts(px), 1, "the proxy did not cut the unlock");
     cr_assert_eq(th_hget_int(r, name, owner), 1, "the retried unlock decremented twice");
-    cut_unlock(px, name);
+    th_cut_unlock(px, name);
     th_ok(rlock_unlock(l));
     cr_assert_eq(tp_cuts(px), 2);
     cr_assert_eq(th_exists(r, name), 0);
@@ -863,7 +826,7 @@ Test(faults, debug_sleep_shorter_than_lease_keeps_lock)
 typedef struct child_arg {
     const char *url;
     const char *name;
-    int ready_fd;
+    th_ready *ready;
     int64_t lease;
 } child_arg;
 
@@ -899,8 +862,7 @@ static int stalled_child(void *arg)
     if (rlock_lock(l, RLOCK_WATCHDOG) != RLOCK_OK) {
         return 12;
     }
-    char b = 1;
-    if (write(a->ready_fd, &b, 1) != 1) {
+    if (!th_ready_signal(a->ready)) {
         return 13;
     }
     TH_POLL(atomic_load(&child_lost) != 0, 30000);
@@ -916,25 +878,14 @@ static int stalled_child(void *arg)
     return 0;
 }
 
-static void read_ready(int fd, pid_t pid)
-{
-    struct pollfd p = {fd, POLLIN, 0};
-    char b;
-    bool ok = poll(&p, 1, (int)th_ms(10000)) == 1 && read(fd, &b, 1) == 1;
-    if (!ok) {
-        int code = wait_bounded(pid, 100);
-        cr_assert_fail("child did not take the lock (exit %d)", code);
-    }
-}
-
 Test(faults, stopped_holder_learns_loss_and_spares_new_owner)
 {
     char *name = th_name("sigstop");
-    int pfd[2];
-    cr_assert_eq(pipe(pfd), 0);
-    child_arg ca = {url, name, pfd[1], 0};
+    th_ready ready;
+    th_ready_init(&ready);
+    child_arg ca = {url, name, &ready, 0};
     pid_t pid = th_fork(stalled_child, &ca);
-    read_ready(pfd[0], pid);
+    th_ready_wait(&ready, pid, 10000);
     cr_assert_eq(kill(pid, SIGSTOP), 0);
     int wst;
     cr_assert_eq(waitpid(pid, &wst, WUNTRACED), pid);
@@ -961,8 +912,7 @@ Test(faults, stopped_holder_learns_loss_and_spares_new_owner)
     redisFree(r);
     rlock_free(l);
     rlock_client_free(p);
-    close(pfd[0]);
-    close(pfd[1]);
+    th_ready_close(&ready);
     free(owner);
     free(name);
 }
@@ -981,8 +931,7 @@ static int doomed_child(void *arg)
         rlock_lock(l, a->lease) != RLOCK_OK) {
         return 10;
     }
-    char b = 1;
-    if (write(a->ready_fd, &b, 1) != 1) {
+    if (!th_ready_signal(a->ready)) {
         return 13;
     }
     for (int i = 0; i < 600; i++) {
@@ -994,11 +943,11 @@ static int doomed_child(void *arg)
 static void killed_holder_case(int64_t lease)
 {
     char *name = th_name("sigkill");
-    int pfd[2];
-    cr_assert_eq(pipe(pfd), 0);
-    child_arg ca = {url, name, pfd[1], lease};
+    th_ready ready;
+    th_ready_init(&ready);
+    child_arg ca = {url, name, &ready, lease};
     pid_t pid = th_fork(doomed_child, &ca);
-    read_ready(pfd[0], pid);
+    th_ready_wait(&ready, pid, 10000);
     redisContext *r = admin();
     if (lease == RLOCK_WATCHDOG) {
         th_wait_renewal(r, name, 3000); /* the child's watchdog renews it */
@@ -1026,8 +975,7 @@ static void killed_holder_case(int64_t lease)
     redisFree(r);
     rlock_free(l);
     rlock_client_free(p);
-    close(pfd[0]);
-    close(pfd[1]);
+    th_ready_close(&ready);
     free(name);
 }
 
@@ -1218,15 +1166,8 @@ Test(faults, fork_while_holding)
     th_ok(rlock_new(a, name, &l));
     th_ok(rlock_lock(l, RLOCK_WATCHDOG));
     /* Fork just after a renewal round, the next one 500 ms away, so that
-     * no thread of the parent is in the middle of an allocation: memory in
-     * use by a thread at the instant of fork() is out of the child's reach
-     * (docs/operations.md), and valgrind would report it as leaked. */
-    uint64_t calls0, calls = 0;
-    th_ok(rlock_client_stat(a, RLOCK_STAT_RENEWAL_CALLS, &calls0));
-    bool renewed = TH_POLL(
-        rlock_client_stat(a, RLOCK_STAT_RENEWAL_CALLS, &calls) == RLOCK_OK && calls > calls0, 2000);
-    cr_assert(renewed, "no renewal within 2 s");
-    th_sleep_ms(50); /* the round records its answers after the call counts */
+     * no thread of the parent is in the middle of an allocation. */
+    th_after_renewal_round(a);
     fork_arg f = {a, l, url, name};
     pid_t pid = th_fork(forked_child, &f);
     int code = wait_bounded(pid, 15000);

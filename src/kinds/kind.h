@@ -44,8 +44,9 @@ extern const rlock__kind rlock__kind_nonreentrant;
 extern const rlock__kind rlock__kind_fair_nonreentrant;
 
 /* The reentrant lock's operations (reentrant.c), for the kinds that keep
- * its hash (owner -> hold count) and differ only in a few of them: each is
- * the rlock__kind member of the same name. */
+ * its hash (owner -> hold count) and differ only in a few of them (fair,
+ * fenced, spin, non-reentrant): their tables point here instead of
+ * copying them. Each is the rlock__kind member of the same name. */
 rlock_status rlock__reentrant_attempt(struct rlock *l, const char *owner, int64_t lease_ms,
                                       int64_t held, int64_t wait_ms, const char *rid, bool resend,
                                       rlock__attempt *out, int64_t deadline_ms);
@@ -69,21 +70,5 @@ rlock_status rlock__parse_int(const redisReply *r, int64_t *out);
  * written only on RLOCK_OK. */
 rlock_status rlock__run_int(rlock_client *c, const rlock__call *call, int64_t *out,
                            int64_t deadline_ms);
-
-/* The reentrant lock's operations (reentrant.c), for the kinds that share
- * its hash, channel, unlock and renewal (spec 5: the fenced lock) and
- * differ only in their attempt: their tables point here instead of
- * copying them. Each is the rlock__kind member of the same name. */
-rlock_status rlock__reentrant_abandon(struct rlock *l, const char *owner, const char *rid,
-                                      int64_t held, int64_t lease_ms, int *out,
-                                      int64_t deadline_ms);
-rlock_status rlock__reentrant_release(struct rlock *l, const char *owner, const char *rid,
-                                      int64_t lease_ms, rlock__released *out,
-                                      int64_t deadline_ms);
-rlock_status rlock__reentrant_force_release(struct rlock *l, bool *was_locked,
-                                            int64_t deadline_ms);
-rlock_status rlock__reentrant_count(struct rlock *l, const char *owner, int64_t *count,
-                                    int64_t deadline_ms);
-rlock_status rlock__reentrant_holder_ttl(struct rlock *l, int64_t *ttl, int64_t deadline_ms);
 
 #endif

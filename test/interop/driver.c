@@ -501,6 +501,15 @@ static void *cw_main(void *arg)
         case COP_COUNT:
             st = rlock_hold_count(l, &value);
             break;
+        case COP_FORCE: {
+            bool was = false;
+            st = rlock_force_unlock(l, &was);
+            value = was;
+            break;
+        }
+        case COP_TOKEN:
+            st = rlock_fence_token(l, &value);
+            break;
         default:
             break;
         }
@@ -592,6 +601,117 @@ void cw_stop(struct cworker *w)
     free(w);
 }
 
+/* ---- a raw subscriber ---------------------------------------------- */
+
+#define SUB_MARK_CHANNEL "interop-mark"
+
+static void *sub_main(void *arg)
+{
+    struct sub *s = arg;
+    for (;;) {
+        redisReply *r = NULL;
+        if (redisGetReply(s->c, (void **)&r) != REDIS_OK || !r) {
+            return NULL; /* sub_free() shut the socket down */
+        }
+        /* ["pmessage", pattern, channel, payload]; the rest are
+         * subscription confirmations */
+        if (r->type == REDIS_REPLY_ARRAY && r->elements == 4 &&
+            strcmp(r->element[0]->str, "pmessage") == 0) {
+            const char *ch = r->element[2]->str, *pl = r->element[3]->str;
+            pthread_mutex_lock(&s->mu);
+            if (strncmp(ch, SUB_MARK_CHANNEL ":", strlen(SUB_MARK_CHANNEL) + 1) == 0) {
+                int k = atoi(pl);
+                s->marks = k > s->marks ? k : s->marks;
+            } else {
+                if (s->n == s->cap) {
+                    s->cap = s->cap ? s->cap * 2 : 64;
+                    s->msgs = realloc(s->msgs, s->cap * sizeof *s->msgs);
+                }
+                struct submsg *m = &s->msgs[s->n++];
+                snprintf(m->channel, sizeof m->channel, "%s", ch);
+                snprintf(m->payload, sizeof m->payload, "%s", pl);
+                m->t_us = now_us();
+            }
+            pthread_mutex_unlock(&s->mu);
+        }
+        freeReplyObject(r);
+    }
+}
+
+struct sub *sub_new(const char *pattern)
+{
+    struct sub *s = calloc(1, sizeof *s);
+    if (!s) {
+        return NULL;
+    }
+    pthread_mutex_init(&s->mu, NULL);
+    s->c = redisConnect(g_host, g_port);
+    if (!s->c || s->c->err) {
+        return NULL; /* kept: a failed start is a failed test */
+    }
+    redisReply *r = redisCommand(s->c, "PSUBSCRIBE %s %s:*", pattern, SUB_MARK_CHANNEL);
+    if (!r) {
+        return NULL;
+    }
+    freeReplyObject(r); /* the first confirmation; the thread reads the second */
+    if (pthread_create(&s->th, NULL, sub_main, s) != 0) {
+        return NULL;
+    }
+    return sub_mark(s) >= 0 ? s : NULL;
+}
+
+long sub_mark(struct sub *s)
+{
+    static int mark;
+    int want = __atomic_add_fetch(&mark, 1, __ATOMIC_SEQ_CST);
+    for (int i = 0; i < 500; i++) {
+        if (i % 50 == 0) { /* again now and then: the first may precede the PSUBSCRIBE */
+            freeReplyObject(redisCommand(R, "PUBLISH %s:x %d", SUB_MARK_CHANNEL, want));
+        }
+        pthread_mutex_lock(&s->mu);
+        long n = s->marks >= want ? (long)s->n : -1;
+        pthread_mutex_unlock(&s->mu);
+        if (n >= 0) {
+            return n;
+        }
+        sleep_ms(10);
+    }
+    return -1;
+}
+
+int sub_count(struct sub *s, size_t from, const char *channel, const char *payload)
+{
+    int k = 0;
+    pthread_mutex_lock(&s->mu);
+    for (size_t i = from; i < s->n; i++) {
+        k += (!channel || strcmp(s->msgs[i].channel, channel) == 0) &&
+             (!payload || strcmp(s->msgs[i].payload, payload) == 0);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return k;
+}
+
+int sub_get(struct sub *s, size_t i, struct submsg *out)
+{
+    pthread_mutex_lock(&s->mu);
+    int rc = i < s->n ? 0 : -1;
+    if (rc == 0) {
+        *out = s->msgs[i];
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+void sub_free(struct sub *s)
+{
+    shutdown(s->c->fd, SHUT_RDWR);
+    pthread_join(s->th, NULL);
+    redisFree(s->c);
+    free(s->msgs);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
 /* ---- on_lock_lost events ------------------------------------------- */
 
 static pthread_mutex_t lost_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -650,7 +770,7 @@ static struct {
     const char *what;
     double ms[MAX_SAMPLES];
     int n;
-} series[16];
+} series[64];
 static int nseries;
 
 void measure(const char *what, double ms)

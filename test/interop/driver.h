@@ -152,7 +152,16 @@ int version_at_least(const char *version, int major, int minor);
 
 /* A thread that runs one rlock call at a time on request, so a hold it
  * takes is released by the same thread (rlock owners are threads). */
-enum cop { COP_NONE, COP_LOCK, COP_TRYLOCK, COP_UNLOCK, COP_COUNT, COP_QUIT };
+enum cop {
+    COP_NONE,
+    COP_LOCK,
+    COP_TRYLOCK,
+    COP_UNLOCK,
+    COP_COUNT,
+    COP_FORCE, /* rlock_force_unlock: value = was_locked */
+    COP_TOKEN, /* rlock_fence_token: value = the token */
+    COP_QUIT
+};
 
 struct cworker {
     pthread_t th;
@@ -177,6 +186,40 @@ bool cw_idle(struct cworker *w);
 /* Ends the thread and frees w; one still inside a call (after a failed
  * test) is left running and w is not freed. */
 void cw_stop(struct cworker *w);
+
+/* ---- a raw subscriber ---------------------------------------------- */
+
+/* A connection of its own PSUBSCRIBEd to a pattern; every message on a
+ * matching channel is recorded with its arrival time. On the heap, for the
+ * same reason as tap_new(). */
+struct submsg {
+    char channel[200];
+    char payload[64];
+    int64_t t_us;
+};
+
+struct sub {
+    redisContext *c;
+    pthread_t th;
+    pthread_mutex_t mu;
+    struct submsg *msgs;
+    size_t n, cap;
+    int marks; /* markers seen (not in msgs) */
+};
+
+/* NULL on failure; returns once the subscription is active. */
+struct sub *sub_new(const char *pattern);
+/* Waits until the subscriber has seen every message published before the
+ * call; returns the number of messages it holds then (-1 if it never
+ * caught up). */
+long sub_mark(struct sub *s);
+/* Messages from index from on whose channel is channel (NULL: any) and
+ * whose payload is payload (NULL: any). */
+int sub_count(struct sub *s, size_t from, const char *channel, const char *payload);
+/* Copies message i; 0, or -1 if there is none. */
+int sub_get(struct sub *s, size_t i, struct submsg *out);
+/* Stops and frees it. */
+void sub_free(struct sub *s);
 
 /* ---- on_lock_lost events of the C client --------------------------- */
 

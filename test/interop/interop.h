@@ -44,6 +44,8 @@ int java_field(const char *worker, char *buf, size_t n);
         CHECK_INT(v_, (count));                                             \
     } while (0)
 
+typedef rlock_status (*ctor_fn)(rlock_client *, const char *, rlock **);
+
 /* The tests: 0 passed, -1 failed (a CHECK printed why). */
 int t_reentry_java(void);
 int t_reentry_c(void);
@@ -59,6 +61,7 @@ int t_mutex_mixed(void);
 int t_wire_unlock_latch(void);
 int t_wire_renewal_batch(void);
 int t_porting_guide(void);
+/* fair.c, fenced.c, rwlock.c: the kinds' own interop tests */
 int t_fenced_tokens(void);
 int t_fair_mixed_fifo(void);
 int t_fair_give_up_both_ways(void);
@@ -69,5 +72,32 @@ int t_rw_last_reader_wakes_writer(void);
 int t_rw_downgrade_wakes_java_reader(void);
 int t_rw_force_both_ways(void);
 int t_rw_writers_mutex_mixed(void);
+/* kinds.c: the rest of the lock family */
+int t_fair_fifo(void);
+int t_fair_force(void);
+int t_fair_giveup(void);
+int t_rw_share(void);
+int t_rw_wake(void);
+int t_rw_force(void);
+int t_rw_downgrade(void);
+int t_rw_renewal(void);
+int t_rw_renewal_batch(void);
+int t_fenced_cross(void);
+int t_spin(void);
+int t_nonreentrant(void);
+int t_fair_nonreentrant(void);
+int t_mutex_fair(void);
+int t_mutex_rw(void);
+int t_mutex_fenced(void);
+int t_mutex_spin(void);
+int t_mutex_nonreentrant(void);
+int t_mutex_fair_nonreentrant(void);
+/* effects.c: the same steps on both sides, Redis compared */
+int t_wire_effects_lock(void);
+int t_wire_effects_fair(void);
+int t_wire_effects_rw(void);
+int t_wire_effects_fenced(void);
+int t_wire_effects_spin(void);
+int t_wire_effects_nonreentrant(void);
 
 #endif

@@ -165,7 +165,7 @@ final class PortingGuide {
         check(!lock.isLocked(), "thread A released it");
     }
 
-    // §14
+    // §17
     private void spin() {
         RLock lock = redisson.getSpinLock("example:port_spin");
         lock.lock();
@@ -179,6 +179,8 @@ final class PortingGuide {
                 new LockOptions.ExponentialBackOff().initialDelay(2).maxDelay(64));
         check(quick.tryLock(), "the spin lock with its own back-off is free");
         quick.unlock();
+    }
+
     // The storage write the fenced snippet stands for: it refuses tokens
     // older than the newest it has seen.
     private long newestToken;
@@ -188,7 +190,7 @@ final class PortingGuide {
         newestToken = token;
     }
 
-    // §14
+    // §16
     private void fenced() throws InterruptedException {
         RFencedLock lock = redisson.getFencedLock("example:port_fenced");
         Long token = lock.lockAndGetToken();       // watchdog, like lock()
@@ -203,6 +205,9 @@ final class PortingGuide {
         }
         Long latest = lock.getToken();              // 0 if never locked
         check(next == null || (next > token && latest >= next), "fenced tokens");
+    }
+
+    // §15
     private void readWrite() {
         RReadWriteLock rw = redisson.getReadWriteLock("example:port_rwlock");
         rw.readLock().lock();              // many readers at once
