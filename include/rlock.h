@@ -104,8 +104,9 @@ typedef enum rlock_status {
                             asks a non-reentrant lock again (since 0.3) */
     RLOCK_EKIND = 17,    /* the name holds another kind of lock (a read/
                             write lock where a reentrant one is asked, or
-                            the reverse) or a key of another type: nothing
-                            was changed (since 0.3) */
+                            the reverse; or the calling thread holds it
+                            through the other: nothing sent) or a key of
+                            another type: nothing was changed (since 0.3) */
     RLOCK_ESTALE = 18,   /* a fenced write refused: a newer fence token
                             has already written the key; nothing was
                             written (since 0.3) */
@@ -446,7 +447,10 @@ RLOCK_API rlock_status rlock_wait_unlocked(rlock *l, int64_t wait_ms, rlock_canc
  * RLOCK_EPERM (the ACL refused a command, key or channel of the unlock,
  * e.g. the PUBLISH of a last unlock: nothing was changed, the hold is still
  * held and renewed; unlock again once the ACL allows it; since 0.3),
- * RLOCK_EPROTO, RLOCK_ECLOSED, RLOCK_EINVAL, RLOCK_EAUTH, RLOCK_EPOOL. */
+ * RLOCK_EPROTO, RLOCK_ECLOSED, RLOCK_EINVAL, RLOCK_EAUTH, RLOCK_EPOOL,
+ * RLOCK_EKIND (another kind of lock or type at the name, or the calling
+ * thread holds it through a kind of the other hash: a read/write lock's
+ * half against the others; nothing sent; since 0.3). */
 RLOCK_API rlock_status rlock_unlock(rlock *l);
 
 /* Deletes the lock whoever holds it, and publishes "0" if it was held.

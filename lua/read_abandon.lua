@@ -12,8 +12,9 @@
 -- sent the request
 -- Reply: 0 it took nothing (and now never will)
 --        1 it took a hold, now given back; the owner still holds the rest
---          (their timeout keys get at least the lease; the name's TTL is
---          the longest left, never shortened under the owner's write lock)
+--          (their timeout keys get at least the lease, written again if
+--          one ran out, as read_unlock.lua does; the name's TTL is the
+--          longest left, never shortened under the owner's write lock)
 --        2 it took the owner's only read hold, now given back (the name
 --          deleted and ARGV[4] published when no holder is left)
 --        3 the owner's read holds are gone (expired, force-unlocked)
@@ -43,8 +44,8 @@ if n > held and n >= 1 then
         if v ~= nil then
             for k = v, 1, -1 do
                 local t = redis.call('pttl', tag .. ':' .. f .. ':rwlock_timeout:' .. k)
-                if f == ARGV[1] and t >= 0 and t < lease then
-                    t = lease -- extended to the lease below
+                if f == ARGV[1] and (t == -2 or (t >= 0 and t < lease)) then
+                    t = lease -- written or extended to the lease below
                 end
                 best = math.max(best, t)
             end
@@ -64,7 +65,9 @@ if n > held and n >= 1 then
         redis.call('del', mine .. n)
         for k = 1, c do
             local t = redis.call('pttl', mine .. k)
-            if t >= 0 and t < lease then
+            if t == -2 then
+                redis.call('set', mine .. k, '1', 'px', lease)
+            elseif t >= 0 and t < lease then
                 redis.call('pexpire', mine .. k, lease)
             end
         end
@@ -80,13 +83,12 @@ if n > held and n >= 1 then
         end
         return 2
     end
+    -- Its only read hold (c 0: with c > 0 the holds left keep the lock),
+    -- and no other holder is left.
     redis.call(ARGV[5], KEYS[2], ARGV[4])
     redis.call('del', mine .. n)
     redis.call('del', KEYS[1])
     redis.call('set', KEYS[3], '0', 'px', ARGV[2])
-    if c > 0 then
-        return 3 -- its other holds' timeout keys had all expired: gone too
-    end
     return 2
 end
 redis.call('set', KEYS[3], '0', 'px', ARGV[2])

@@ -10,8 +10,15 @@
 -- ARGV[1] lease in ms, ARGV[2..n+1] the owner "<uuid>:<thread id>" of
 -- each KEYS[i]
 -- Reply: an array of n integers: 0 when the owner's field in KEYS[i] was
---        gone (or the key holds another type); else the name's TTL in ms
---        after the renewal (-1: the key has no expiry).
+--        gone (or the key holds another type), or none of its timeout keys
+--        is left; else the hold's own life in ms after the renewal: the
+--        longest TTL among the owner's timeout keys (-1: one has no
+--        expiry), no longer than the name's TTL (-1: neither expires).
+-- Why the longest: a read hold is exposed only once its last timeout key
+-- is gone (any reader's unlock then counts it as gone and may free the
+-- lock for a writer), while the name lives as long as the longest-lived
+-- reader, which may be another client's: its TTL alone would let the
+-- watchdog believe in a hold whose own keys run out much sooner.
 -- A renewal extends, never shortens (see renew.lua): a TTL already longer
 -- than the lease is left as it is. A timeout key that is gone stays gone.
 local lease = tonumber(ARGV[1])
@@ -24,10 +31,17 @@ for i = 1, #KEYS do
             tag = '{' .. tag .. '}'
         end
         local prefix = tag .. ':' .. ARGV[i + 1] .. ':rwlock_timeout:'
+        local own = -2 -- the longest own timeout key: -2 none, -1 no expiry
         for k = tonumber(raw) or 0, 1, -1 do
             local t = redis.call('pttl', prefix .. k)
             if t >= 0 and t < lease then
                 redis.call('pexpire', prefix .. k, lease)
+                t = lease
+            end
+            if t == -1 or own == -1 then
+                own = -1
+            elseif t > own then
+                own = t
             end
         end
         local ttl = redis.call('pttl', KEYS[i])
@@ -35,7 +49,13 @@ for i = 1, #KEYS do
             redis.call('pexpire', KEYS[i], lease)
             ttl = lease
         end
-        out[i] = ttl
+        if own == -2 then
+            out[i] = 0
+        elseif own == -1 or (ttl >= 0 and ttl < own) then
+            out[i] = ttl
+        else
+            out[i] = own
+        end
     else
         out[i] = 0
     end

@@ -17,7 +17,11 @@
 -- Two differences from Redisson's script, both only ever lengthening TTLs
 -- of this owner's own holds: the owner's holds left get at least ARGV[1]
 -- (the TTL the client counts on for them, as a partial unlock of the
--- reentrant lock sets it), and under the owner's own write lock the name's
+-- reentrant lock sets it: a timeout key of theirs that ran out is written
+-- again, since while the owner's field stands the hash was never deleted
+-- and no writer has been in; so the client's deadline for the holds left,
+-- this request's send time + ARGV[1], is never later than Redis's), and
+-- under the owner's own write lock the name's
 -- TTL is never shortened (Redisson's would cut the write lock's lease to
 -- the longest reader's). Redisson's script also writes a latch "1" when
 -- there is no 'mode'; this one writes none there, so a retry answers nil
@@ -60,8 +64,8 @@ for i = 1, #all, 2 do
     if v ~= nil then
         for k = v, 1, -1 do
             local t = redis.call('pttl', tag .. ':' .. f .. ':rwlock_timeout:' .. k)
-            if f == ARGV[2] and t >= 0 and t < lease then
-                t = lease
+            if f == ARGV[2] and (t == -2 or (t >= 0 and t < lease)) then
+                t = lease -- written or extended below
             end
             best = math.max(best, t)
         end
@@ -80,7 +84,9 @@ if left > 1 and (best > 0 or mode == 'write') then
     redis.call('del', mine .. (c + 1))
     for k = 1, c do
         local t = redis.call('pttl', mine .. k)
-        if t >= 0 and t < lease then
+        if t == -2 then
+            redis.call('set', mine .. k, '1', 'px', lease)
+        elseif t >= 0 and t < lease then
             redis.call('pexpire', mine .. k, lease)
         end
     end

@@ -633,6 +633,177 @@ Test(fair, cancelled_waiter_leaves_and_later_deadlines_shrink)
     rlock_client_free(c);
 }
 
+/* A waiting thread on its own client that, once its wait has ended, waits
+ * for the test's go and makes one more call on the name: an unlock. */
+typedef struct gw {
+    rlock_client *c;
+    const char *name;
+    rlock_cancel *cancel;
+    uint64_t tid;             /* atomic */
+    rlock_status st, next_st; /* the wait's, the unlock's */
+    bool waited, go, done;    /* atomic */
+    bool no_call;             /* go: free the handle only (the client is gone) */
+    pthread_t th;
+} gw;
+
+static void *gw_main(void *arg)
+{
+    gw *g = arg;
+    rlock *l;
+    th_ok(rlock_new_fair(g->c, g->name, &l));
+    __atomic_store_n(&g->tid, rlock_thread_id(), __ATOMIC_RELEASE);
+    g->st = rlock_lock_ex(l, RLOCK_WAIT_FOREVER, 30000, g->cancel, NULL);
+    __atomic_store_n(&g->waited, true, __ATOMIC_RELEASE);
+    while (!__atomic_load_n(&g->go, __ATOMIC_ACQUIRE)) {
+        th_sleep_ms(2);
+    }
+    if (!g->no_call) {
+        g->next_st = rlock_unlock(l);
+    }
+    rlock_free(l);
+    __atomic_store_n(&g->done, true, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* Common part: H holds the lock; A (through the proxy px, waiting in a
+ * thread of its own, slot `slot`) heads the queue and B (direct) waits
+ * behind; the link of A goes silent and A's wait is cancelled, so its
+ * give-up gets no answer; the link comes back. A's place is still there. */
+static void give_up_lost(tp_proxy *px, rlock_client *ca, const char *name, rlock_cancel *tok,
+                         gw *a, fw *b, char **ao, char **bo)
+{
+    char *q = qkey(name);
+    a->c = ca;
+    a->name = name;
+    a->cancel = tok;
+    cr_assert_eq(pthread_create(&a->th, NULL, gw_main, a), 0);
+    uint64_t tid = 0;
+    cr_assert(TH_POLL((tid = __atomic_load_n(&a->tid, __ATOMIC_ACQUIRE)) != 0, 3000));
+    *ao = th_owner(ca, tid);
+    wait_queued(q, 0, *ao);
+    fw_start(b);
+    *bo = fw_owner(b);
+    wait_queued(q, 1, *bo);
+    tp_mute(px, true);
+    rlock_cancel_fire(tok);
+    cr_assert(TH_POLL(__atomic_load_n(&a->waited, __ATOMIC_ACQUIRE), 5000));
+    th_assert_status(a->st, RLOCK_ECANCELED);
+    tp_mute(px, false);
+    const char *both[2] = {*ao, *bo};
+    cr_assert(list_is(q, both, 2), "the give-up got through (or the waiters moved)");
+    free(q);
+}
+
+/* The thread whose give-up got no answer sends it again on its next call
+ * on the name, before anything else: it leaves the queue once, and the
+ * waiter behind moves its slot forward, exactly as the give-up would have
+ * done (the fair abandon would leave the deadlines behind as they are).
+ * The holder's release then goes to that waiter at once. */
+Test(fair, give_up_without_an_answer_is_sent_again_by_the_threads_next_call)
+{
+    int64_t slot = 60000;
+    tp_proxy *px = tp_new(th_port());
+    cr_assert(px != NULL && tp_start(px) == 0);
+    char purl[64];
+    snprintf(purl, sizeof purl, "redis://127.0.0.1:%d", tp_port(px));
+    rlock_config cfg;
+    rlock_config_init(&cfg);
+    cfg.url = purl;
+    cfg.command_timeout_ms = 1000;
+    cfg.fair_wait_timeout_ms = slot;
+    rlock_client *ca = th_client_cfg(&cfg);
+    rlock_client *c = fair_client(slot, 0);
+    char *name = th_name("fair-giveup-next");
+    char *q = qkey(name), *t = tkey(name);
+    rlock *h;
+    th_ok(rlock_new_fair(c, name, &h));
+    th_ok(rlock_lock(h, 30000));
+    rlock_cancel *tok;
+    th_ok(rlock_cancel_new(&tok));
+    gw a = {0};
+    fw b = {.c = c, .name = name, .wait_ms = th_ms(20000), .lease_ms = 30000};
+    char *ao, *bo;
+    give_up_lost(px, ca, name, tok, &a, &b, &ao, &bo);
+    long long sb = zscore(t, bo);
+    __atomic_store_n(&a.go, true, __ATOMIC_RELEASE);
+    cr_assert(TH_POLL(__atomic_load_n(&a.done, __ATOMIC_ACQUIRE), 5000));
+    th_assert_status(a.next_st, RLOCK_ENOTOWNER);
+    const char *one[1] = {bo};
+    cr_assert(list_is(q, one, 1), "the give-up was not sent again");
+    cr_assert_eq(zscore(t, ao), -1);
+    cr_assert_eq(zscore(t, bo), sb - slot, "the waiter behind moved one slot forward");
+    int64_t released = th_now_ms();
+    th_ok(rlock_unlock(h));
+    cr_assert(TH_POLL(fw_got(&b), 1000), "B was not woken by the release");
+    cr_assert(th_now_ms() - released < th_ms(1000));
+    fw_join(&b);
+    th_ok(b.st);
+    pthread_join(a.th, NULL);
+    cr_assert_eq(th_exists(r, q), 0);
+    cr_assert_eq(th_exists(r, t), 0);
+    rlock_cancel_free(tok);
+    free(ao);
+    free(bo);
+    free(q);
+    free(t);
+    rlock_free(h);
+    free(name);
+    rlock_client_free(ca);
+    rlock_client_free(c);
+    tp_free(px);
+}
+
+/* The same give-up in doubt, its thread alive and silent: the client's
+ * close sends it again (as it settles an acquire in doubt). */
+Test(fair, give_up_without_an_answer_is_sent_again_by_the_close)
+{
+    int64_t slot = 60000;
+    tp_proxy *px = tp_new(th_port());
+    cr_assert(px != NULL && tp_start(px) == 0);
+    char purl[64];
+    snprintf(purl, sizeof purl, "redis://127.0.0.1:%d", tp_port(px));
+    rlock_config cfg;
+    rlock_config_init(&cfg);
+    cfg.url = purl;
+    cfg.command_timeout_ms = 1000;
+    cfg.fair_wait_timeout_ms = slot;
+    rlock_client *ca = th_client_cfg(&cfg);
+    rlock_client *c = fair_client(slot, 0);
+    char *name = th_name("fair-giveup-close");
+    char *q = qkey(name), *t = tkey(name);
+    rlock *h;
+    th_ok(rlock_new_fair(c, name, &h));
+    th_ok(rlock_lock(h, 30000));
+    rlock_cancel *tok;
+    th_ok(rlock_cancel_new(&tok));
+    gw a = {0};
+    fw b = {.c = c, .name = name, .wait_ms = th_ms(20000), .lease_ms = 30000};
+    char *ao, *bo;
+    give_up_lost(px, ca, name, tok, &a, &b, &ao, &bo);
+    long long sb = zscore(t, bo);
+    rlock_client_free(ca); /* A's thread is alive, between two calls */
+    const char *one[1] = {bo};
+    cr_assert(list_is(q, one, 1), "the close did not send the give-up again");
+    cr_assert_eq(zscore(t, bo), sb - slot);
+    th_ok(rlock_unlock(h));
+    cr_assert(TH_POLL(fw_got(&b), 1000), "B was not woken by the release");
+    fw_join(&b);
+    /* A's thread ends without another call (its client is gone). */
+    a.no_call = true;
+    __atomic_store_n(&a.go, true, __ATOMIC_RELEASE);
+    pthread_join(a.th, NULL);
+    cr_assert_eq(th_exists(r, q), 0);
+    rlock_cancel_free(tok);
+    free(ao);
+    free(bo);
+    free(q);
+    free(t);
+    rlock_free(h);
+    free(name);
+    rlock_client_free(c);
+    tp_free(px);
+}
+
 Test(fair, try_lock_without_wait_never_queues)
 {
     rlock_client *c = fair_client(0, 0);
@@ -1434,6 +1605,73 @@ Test(fair, queued_attempt_whose_reply_is_cut_waits_in_one_place)
     rlock_client_free(h);
     tp_free(px);
     th_server_stop(&s);
+}
+
+/* A fair acquisition whose replies are all lost (it ran: the lock is the
+ * thread's in Redis) is left in doubt; the thread's next call on the name
+ * comes through a handle of another kind of the same layout (the plain
+ * lock's unlock). The doubt is settled with the fair lock's own abandon,
+ * which gives the hold back and wakes the fair waiter queued behind it on
+ * its own channel at once (the plain lock's abandon would publish on the
+ * base channel, which no fair waiter hears, and leave it asleep until the
+ * lease it saw). */
+Test(fair, acquisition_in_doubt_is_settled_by_its_own_kind_through_another_handle)
+{
+    tp_proxy *px = tp_new(th_port());
+    cr_assert(px != NULL && tp_start(px) == 0);
+    char purl[64];
+    snprintf(purl, sizeof purl, "redis://127.0.0.1:%d", tp_port(px));
+    rlock_config cfg;
+    rlock_config_init(&cfg);
+    cfg.url = purl;
+    cfg.command_timeout_ms = 500;
+    rlock_client *c = th_client_cfg(&cfg);
+    rlock_client *wc = fair_client(0, 0);
+    char *name = th_name("fair-doubt-kind");
+    char *q = qkey(name);
+    rlock *fl, *pl;
+    th_ok(rlock_new_fair(c, name, &fl));
+    th_ok(rlock_new(c, name, &pl));
+    char *me = th_owner(c, rlock_thread_id());
+    /* Loads the scripts through the proxy first. */
+    th_ok(rlock_try_lock(fl, 0, 30000));
+    th_ok(rlock_unlock(fl));
+    int64_t t0 = th_now_ms();
+    int64_t window = th_ms(2500);
+    tp_delay(px, TP_REPLIES, window, th_ms(4000));
+    rlock_status st = rlock_try_lock(fl, 0, 30000);
+    cr_assert(st == RLOCK_ETIMEDOUT || st == RLOCK_EIO, "got %s", rlock_status_name(st));
+    cr_assert(th_now_ms() - t0 < window, "the call outlived the window of lost replies");
+    cr_assert_eq(th_hget_int(r, name, me), 1, "the acquisition ran");
+    /* A fair waiter of another client queues behind the hold in doubt. */
+    fw w = {.c = wc, .name = name, .wait_ms = th_ms(20000), .lease_ms = 30000};
+    fw_start(&w);
+    char *wo = fw_owner(&w);
+    wait_queued(q, 0, wo);
+    char *och = own_channel(name, wo);
+    th_wait_numsub(0, och, 1, 3000);
+    free(och);
+    while (th_now_ms() - t0 < window + th_ms(200)) {
+        th_sleep_ms(20); /* past the window: the next call is answered */
+    }
+    int64_t settled = th_now_ms();
+    th_assert_status(rlock_unlock(pl), RLOCK_ENOTOWNER);
+    cr_assert(TH_POLL(fw_got(&w), 3000), "the fair waiter was not woken (%lld ms)",
+              (long long)(th_now_ms() - settled));
+    th_ok(w.st);
+    fw_join(&w);
+    th_ok(w.unlock_st);
+    cr_assert_eq(th_exists(r, name), 0);
+    cr_assert_eq(th_exists(r, q), 0);
+    free(wo);
+    free(me);
+    free(q);
+    free(name);
+    rlock_free(fl);
+    rlock_free(pl);
+    rlock_client_free(wc);
+    rlock_client_free(c);
+    tp_free(px);
 }
 
 /* The calling thread's place queued through the kind (as an attempt

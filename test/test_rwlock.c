@@ -1120,6 +1120,137 @@ Test(rwlock, lost_holds_of_each_half_are_reported)
     rlock_client_free(lc);
 }
 
+/* A read hold lives by its own timeout keys, not by the name, whose TTL
+ * is the longest reader's: with another client's reader holding the name
+ * for a minute, this thread's watchdog read hold whose timeout keys are
+ * all gone (deleted here; a stop of the renewals does the same) is
+ * exposed (the other reader's unlock would free the lock for a writer),
+ * and the next renewal reports it lost instead of taking the name's TTL
+ * for the hold's. */
+Test(rwlock, read_hold_whose_own_timeout_keys_are_gone_is_reported_lost)
+{
+    th_lost_count lost = {PTHREAD_MUTEX_INITIALIZER, 0};
+    rlock_config cfg;
+    rlock_config_init(&cfg);
+    cfg.url = th_url();
+    cfg.watchdog_timeout_ms = 1000;
+    cfg.on_lock_lost = th_count_lost;
+    cfg.on_lock_lost_arg = &lost;
+    rlock_client *lc = th_client_cfg(&cfg);
+    char *name = th_name("rownkeys");
+    rlock *mine, *other;
+    th_ok(rlock_new_read(lc, name, &mine));
+    th_ok(rlock_new_read(c, name, &other));
+    th_ok(rlock_lock(mine, RLOCK_WATCHDOG));
+    th_ok(rlock_lock(mine, RLOCK_WATCHDOG));
+    th_ok(rlock_lock(other, 60000));
+    char *owner = th_owner(lc, rlock_thread_id());
+    char *t1 = tkey(name, owner, 1), *t2 = tkey(name, owner, 2);
+    th_run(r, "DEL %s %s", t1, t2);
+    cr_assert(TH_POLL(th_lost_calls(&lost) >= 1, 3000), "the hold's loss was not reported");
+    cr_assert_eq(th_exists(r, t1) + th_exists(r, t2), 0, "the renewal resurrected a key");
+    th_ok(rlock_unlock(other));
+    rlock_free(mine);
+    rlock_free(other);
+    rlock_client_free(lc);
+    th_run(r, "DEL %s", name);
+    free(t1);
+    free(t2);
+    free(owner);
+    free(name);
+}
+
+/* A partial read unlock gives the holds left the lease the client counts
+ * on for them, as a partial unlock of the reentrant lock does, also when
+ * the timeout key of one of them has run out meanwhile: the owner's field
+ * still counts it, so no writer has been in, and its key is written again.
+ * Without that, the client believed in a hold with no key left: another
+ * reader's unlock freed the lock and a writer got in under it. */
+Test(rwlock, partial_read_unlock_gives_the_holds_left_their_keys_back)
+{
+    char *name = th_name("rpartial");
+    rlock_client *lc = th_client(NULL, 0);
+    rlock *mine, *other, *w;
+    th_ok(rlock_new_read(lc, name, &mine));
+    th_ok(rlock_new_read(c, name, &other));
+    th_ok(rlock_new_write(c, name, &w));
+    char *owner = th_owner(lc, rlock_thread_id());
+    char *t1 = tkey(name, owner, 1);
+    int64_t outer = th_ms(1000), inner = th_ms(20000);
+    th_ok(rlock_lock(mine, outer));
+    th_ok(rlock_lock(mine, inner));
+    th_ok(rlock_lock(other, inner));
+    th_wait_exists(r, t1, 0, 3000); /* the outer hold's key ran out */
+    th_ok(rlock_unlock(mine));                    /* the inner hold */
+    long long left = th_pttl(r, t1);
+    cr_assert(left > inner - th_ms(2000), "the hold left has no key (PTTL %lld)", left);
+    bool held;
+    th_ok(rlock_is_held_by_current_thread(mine, &held));
+    cr_assert(held, "the client no longer counts the hold left");
+    th_ok(rlock_unlock(other));
+    rlock_status ws = rlock_try_lock(w, 0, 10000);
+    if (ws == RLOCK_OK) {
+        rlock_unlock(w);
+    }
+    th_assert_status(ws, RLOCK_EBUSY);
+    th_ok(rlock_unlock(mine));
+    cr_assert_eq(th_exists(r, name), 0);
+    rlock_free(mine);
+    rlock_free(other);
+    rlock_free(w);
+    rlock_client_free(lc);
+    free(t1);
+    free(owner);
+    free(name);
+}
+
+/* The body of lua/<file> (the tests run from the tree's root), malloc'd. */
+static char *script_body(const char *file)
+{
+    char path[256];
+    snprintf(path, sizeof path, "lua/%s", file);
+    FILE *f = fopen(path, "rb");
+    cr_assert(f, "cannot read %s (run from the tree's root)", path);
+    char *buf = malloc(65536);
+    cr_assert(buf);
+    size_t n = fread(buf, 1, 65535, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+/* The abandon of a read re-entry that ran gives the holds left the lease
+ * as the partial unlock does, writing again the key of one whose key ran
+ * out (it answered "all the owner's holds are gone" and freed the lock,
+ * though the field still counted one and no writer had been in). */
+Test(rwlock, abandon_of_a_read_reentry_gives_the_holds_left_their_keys_back)
+{
+    char *name = th_name("rabkeys");
+    const char *owner = "7a1c0a4e-2b7d-4c3e-9a51-0d2f8e7b1c44:3";
+    char *t1 = tkey(name, owner, 1), *t2 = tkey(name, owner, 2), *ch = rw_chan(name);
+    char latch[512];
+    snprintf(latch, sizeof latch, "rlock_acquire_latch:{%s}:42", name);
+    th_run(r, "HSET %s mode read %s 2", name, owner);
+    th_run(r, "PEXPIRE %s 20000", name);
+    th_run(r, "SET %s 1 PX 20000", t2); /* the re-entry's key; the first one ran out */
+    char *body = script_body("read_abandon.lua");
+    redisReply *rep = th_cmd(r, "EVAL %s 3 %s %s %s %s 60000 20000 0 publish 1", body, name, ch,
+                             latch, owner);
+    cr_assert_eq(rep->type, REDIS_REPLY_INTEGER);
+    cr_assert_eq(rep->integer, 1, "reply %lld: the hold left was counted gone", rep->integer);
+    freeReplyObject(rep);
+    cr_assert_eq(th_hget_int(r, name, owner), 1);
+    cr_assert_eq(th_exists(r, t2), 0);
+    long long left = th_pttl(r, t1);
+    cr_assert(left > 15000 && left <= 20000, "the hold left's key: PTTL %lld", left);
+    th_run(r, "DEL %s %s %s", name, t1, latch);
+    free(body);
+    free(ch);
+    free(t1);
+    free(t2);
+    free(name);
+}
+
 /* A reader whose process is killed keeps the lock only until its timeout
  * keys and the name expire; a waiting writer then proceeds. */
 static int read_and_stay(void *arg)
@@ -1368,6 +1499,65 @@ Test(rwlock, another_kind_at_the_name_is_ekind_and_left_alone)
     rlock_free(rd);
     rlock_free(w);
     rlock_free(re);
+    free(name);
+}
+
+/* A thread that holds a name through one layout (the read lock, or a lock
+ * of the reentrant lock's hash) and calls a lock of the other layout on
+ * it: the two never share the field both name after the thread, so the
+ * call is refused before anything is sent (RLOCK_EKIND), Redis is left as
+ * it was, and the hold goes on as before (renewed by its own kind). An
+ * unlock through the other layout used to reach Redis: the plain unlock
+ * deleted the read/write lock, the read unlock found no read hold and
+ * counted the thread's plain hold as lost, so nothing renewed it. */
+Test(rwlock, other_layout_on_a_name_the_thread_holds_is_refused_before_it_is_sent)
+{
+    rlock_client *wc = th_client(NULL, 1000);
+    char *name = th_name("rwlayout");
+    rlock *rd, *re, *fa, *fe, *sp, *nr;
+    th_ok(rlock_new_read(wc, name, &rd));
+    th_ok(rlock_new(wc, name, &re));
+    th_ok(rlock_new_fair(wc, name, &fa));
+    th_ok(rlock_new_fenced(wc, name, &fe));
+    th_ok(rlock_new_spin(wc, name, &sp));
+    th_ok(rlock_new_nonreentrant(wc, name, &nr));
+    char *owner = th_owner(wc, rlock_thread_id());
+    char *t1 = tkey(name, owner, 1);
+    rlock *hash_kinds[] = {re, fa, fe, sp, nr};
+
+    th_ok(rlock_lock(rd, RLOCK_WATCHDOG));
+    redisReply *before = dump(name);
+    for (size_t i = 0; i < sizeof hash_kinds / sizeof hash_kinds[0]; i++) {
+        th_assert_status(rlock_try_lock(hash_kinds[i], 0, RLOCK_WATCHDOG), RLOCK_EKIND);
+        th_assert_status(rlock_unlock(hash_kinds[i]), RLOCK_EKIND);
+    }
+    assert_same_dump(before, name);
+    freeReplyObject(before);
+    /* Three leases: only the read lock's renewal keeps the timeout key. */
+    th_sleep_ms(3000);
+    cr_assert(th_pttl(r, t1) > 0, "the read hold's timeout key ran out");
+    cr_assert_eq(th_hget_int(r, name, owner), 1);
+    th_ok(rlock_unlock(rd));
+    cr_assert_eq(th_exists(r, name), 0);
+
+    th_ok(rlock_lock(re, RLOCK_WATCHDOG));
+    before = dump(name);
+    th_assert_status(rlock_try_lock(rd, 0, RLOCK_WATCHDOG), RLOCK_EKIND);
+    th_assert_status(rlock_unlock(rd), RLOCK_EKIND);
+    assert_same_dump(before, name);
+    freeReplyObject(before);
+    th_sleep_ms(3000);
+    cr_assert(th_pttl(r, name) > 0, "the plain hold was not renewed");
+    th_ok(rlock_unlock(re));
+    cr_assert_eq(th_exists(r, name), 0);
+
+    for (size_t i = 0; i < sizeof hash_kinds / sizeof hash_kinds[0]; i++) {
+        rlock_free(hash_kinds[i]);
+    }
+    rlock_free(rd);
+    rlock_client_free(wc);
+    free(t1);
+    free(owner);
     free(name);
 }
 

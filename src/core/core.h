@@ -171,7 +171,10 @@ typedef struct rlock__holder {
                            that ran last: the latest send time applied */
     int64_t settled_ms; /* when the latest TTL-setting request was confirmed:
                            a request sent after it ran after all of them */
-    const struct rlock__kind *kind; /* how to renew and settle it */
+    const struct rlock__kind *kind; /* how to renew it: the kind of the
+                                       acquisition that took its first hold
+                                       (count 0 -> 1); nothing else changes
+                                       it (docs/engine.md, I14) */
     int64_t token;      /* a fenced kind's token of the latest acquisition,
                            -1 none */
     uint64_t epoch;     /* changes with every first acquisition */
@@ -183,10 +186,18 @@ typedef struct rlock__holder {
     bool acquiring;     /* its thread is between prepare and the outcome */
     bool orphan;        /* its thread exited with this doubt: the watchdog
                            settles it (c->wd_orphans) */
+    bool giving_up;     /* a waiter's give-up (the fair lock leaving Redis's
+                           queue) got no answer: sent again, with the wait
+                           give_up_wait_ms, until Redis answers it */
+    int64_t give_up_wait_ms;
     int64_t pending_sent_ms; /* first send of the unanswered unlock */
     char pending_rid[33];
     int64_t suspect_held;    /* the count when it was sent */
     char suspect_rid[33];
+    /* The kinds of the requests in doubt, which settle them with their own
+     * scripts: one of another kind than the hold's (a re-entry through
+     * another kind of the same layout) is settled as it was sent. */
+    const struct rlock__kind *suspect_kind, *pending_kind, *give_up_kind;
 } rlock__holder;
 
 typedef struct rlock__hold {
@@ -212,7 +223,8 @@ typedef struct rlock__hold_view {
     int64_t lost_levels;
     int64_t lease_ms; /* the TTL a partial unlock sets: that of the levels
                          left below the one released */
-    bool lost, suspect, pending, in_round;
+    bool lost, suspect, pending, in_round, giving_up;
+    int64_t give_up_wait_ms;
     bool ends_watchdog; /* a partial unlock now releases the watchdog-mode
                            level: the hold leaves watchdog mode */
     int64_t pending_sent_ms;
@@ -220,21 +232,26 @@ typedef struct rlock__hold_view {
     int64_t suspect_held;
     char suspect_rid[33];
     int64_t token; /* of the latest acquisition (fenced kinds), -1 none */
+    /* The record's kind (NULL: no record), and those of its doubts. */
+    const struct rlock__kind *kind, *suspect_kind, *pending_kind, *give_up_kind;
 } rlock__hold_view;
 
 rlock_status rlock__holds_init(struct rlock_client *c);
 void rlock__holds_free(struct rlock_client *c);
 /* The record of (name, tid), created with count 0 if missing (so that
  * recording a successful acquire can never fail for memory), of the given
- * kind (what settles a doubt about it, even after its thread is gone). */
+ * kind. An existing record keeps its kind: only an acquisition that takes
+ * a first hold changes it (rlock__hold_acquired), never an attempt that
+ * Redis may yet refuse. */
 rlock_status rlock__hold_prepare(struct rlock_client *c, const char *name, size_t len,
                                  uint64_t tid, const struct rlock__kind *kind);
 void rlock__hold_view_of(struct rlock_client *c, const char *name, size_t len, uint64_t tid,
                          rlock__hold_view *v);
 /* An acquire sent at sent_ms ran: count + 1; a first one starts a new
- * epoch. The lease (RLOCK_WATCHDOG or an explicit one) sets the deadline;
- * a watchdog-mode level is renewed with its kind's script until it is
- * released. */
+ * epoch and gives the record its kind (a re-entry through another kind of
+ * the same layout leaves it). The lease (RLOCK_WATCHDOG or an explicit
+ * one) sets the deadline; a watchdog-mode level is renewed with the
+ * record's kind's script until it is released. */
 void rlock__hold_acquired(struct rlock_client *c, const char *name, size_t len, uint64_t tid,
                           int64_t lease_ms, int64_t sent_ms, const struct rlock__kind *kind,
                           int64_t token);
@@ -280,17 +297,25 @@ void rlock__hold_mark_lost(struct rlock_client *c, const char *name, size_t len,
 void rlock__hold_unwound_lost(struct rlock_client *c, const char *name, size_t len, uint64_t tid,
                               bool by_unlock);
 /* Records (rid != NULL: "" when only the hold counts can tell) or clears
- * an acquire that got no answer, first sent at sent_ms with lease ttl_ms:
- * it may have run (or still run) and set the key's TTL, so a held hold's
- * deadline comes no later than sent_ms + ttl_ms. */
+ * an acquire of kind that got no answer, first sent at sent_ms with lease
+ * ttl_ms: it may have run (or still run) and set the key's TTL, so a held
+ * hold's deadline comes no later than sent_ms + ttl_ms. It is settled
+ * with its kind's scripts. */
 void rlock__hold_set_suspect(struct rlock_client *c, const char *name, size_t len, uint64_t tid,
-                             const char *rid, int64_t sent_ms, int64_t ttl_ms);
-/* Keeps (rid != NULL, first sent at sent_ms) or clears the id of an
- * unanswered unlock; a last hold whose unlock went unanswered is no longer
- * renewed, and an inner one's deadline comes no later than what the
- * unlock, if it ran, set. */
+                             const char *rid, int64_t sent_ms, int64_t ttl_ms,
+                             const struct rlock__kind *kind);
+/* Keeps (rid != NULL, first sent at sent_ms by kind) or clears the id of
+ * an unanswered unlock; a last hold whose unlock went unanswered is no
+ * longer renewed, and an inner one's deadline comes no later than what
+ * the unlock, if it ran, set. It is sent again with kind's script. */
 void rlock__hold_set_pending(struct rlock_client *c, const char *name, size_t len, uint64_t tid,
-                             const char *rid, int64_t sent_ms);
+                             const char *rid, int64_t sent_ms, const struct rlock__kind *kind);
+/* Keeps (on, with the wait it was sent with and its kind) or clears a
+ * waiter's give-up that got no answer: it is sent again (it is safe to run
+ * twice) by the thread's next call on the name, at close, or by the
+ * watchdog once the thread has exited, as an acquire in doubt is settled. */
+void rlock__hold_set_give_up(struct rlock_client *c, const char *name, size_t len, uint64_t tid,
+                             bool on, int64_t wait_ms, const struct rlock__kind *kind);
 /* Ends an acquire that took nothing, and drops the record if nothing is
  * left to track (count 0, nothing in doubt). */
 void rlock__hold_tidy(struct rlock_client *c, const char *name, size_t len, uint64_t tid);
@@ -306,8 +331,9 @@ uint64_t rlock__holds_count(struct rlock_client *c);
 /* Thread tid exited: its watchdog holds stop being renewed and are reported
  * lost (final reports, through c->lost_fn). Its records are freed, except
  * those with something in doubt (an acquire that may have run, an unlock
- * not answered): they stay, with no hold counted, for the settling at
- * close. Costs the thread's own records, not the client's. */
+ * not answered, a give-up not answered): they stay, with no hold counted,
+ * for the watchdog's settling or the close's. Costs the thread's own
+ * records, not the client's. */
 void rlock__holds_thread_exit(struct rlock_client *c, uint64_t tid);
 /* The epoch of (name, tid)'s record, 0 when none. hold_mu held. */
 uint64_t rlock__hold_epoch_locked(struct rlock_client *c, const char *name, size_t len,

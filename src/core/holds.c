@@ -109,8 +109,8 @@ void rlock__holder_remove(rlock_client *c, rlock__hold *h, rlock__holder *x)
  * middle of an acquire (the record must be there for the outcome). */
 static void tidy(rlock_client *c, rlock__hold *h, rlock__holder *x)
 {
-    if (x->count == 0 && x->lost_levels == 0 && !x->suspect && !x->pending && !x->in_round &&
-        !x->acquiring) {
+    if (x->count == 0 && x->lost_levels == 0 && !x->suspect && !x->pending && !x->giving_up &&
+        !x->in_round && !x->acquiring) {
         rlock__holder_remove(c, h, x);
     }
 }
@@ -198,8 +198,10 @@ rlock_status rlock__hold_prepare(rlock_client *c, const char *name, size_t len, 
     }
     rlock__holder *found = find_holder(h, tid);
     if (found) {
+        /* Its kind stays: this attempt may yet be refused (another kind
+         * at the name) or go unanswered (then its own kind settles it:
+         * suspect_kind). Only a first hold taken relabels the record. */
         found->acquiring = true;
-        found->kind = kind;
     } else {
         rlock__holder *x = calloc(1, sizeof *x);
         if (!x) {
@@ -315,6 +317,12 @@ void rlock__hold_view_of(rlock_client *c, const char *name, size_t len, uint64_t
         memcpy(v->pending_rid, x->pending_rid, sizeof v->pending_rid);
         v->suspect_held = x->suspect_held;
         memcpy(v->suspect_rid, x->suspect_rid, sizeof v->suspect_rid);
+        v->kind = x->kind;
+        v->suspect_kind = x->suspect ? x->suspect_kind : NULL;
+        v->pending_kind = x->pending ? x->pending_kind : NULL;
+        v->giving_up = x->giving_up;
+        v->give_up_wait_ms = x->give_up_wait_ms;
+        v->give_up_kind = x->giving_up ? x->give_up_kind : NULL;
     }
     v->lease_ms = x ? ttl_below(c, x, x->count - 1) : c->cfg.watchdog_timeout_ms;
     pthread_mutex_unlock(&c->hold_mu);
@@ -341,9 +349,9 @@ void rlock__hold_acquired(rlock_client *c, const char *name, size_t len, uint64_
             x->wd_depth = 0;
             x->lease_ms = 0;
             x->expires_ms = -1; /* a new hold: nothing before it counts */
+            x->kind = kind;     /* the one thing that relabels a record */
         }
         x->count++;
-        x->kind = kind;
         x->token = token;
         if (lease_ms == RLOCK_WATCHDOG) {
             /* Renewed while this level or one below it is held. */
@@ -466,13 +474,15 @@ void rlock__hold_ttl_may(rlock_client *c, const char *name, size_t len, uint64_t
 }
 
 void rlock__hold_set_suspect(rlock_client *c, const char *name, size_t len, uint64_t tid,
-                             const char *rid, int64_t sent_ms, int64_t ttl_ms)
+                             const char *rid, int64_t sent_ms, int64_t ttl_ms,
+                             const struct rlock__kind *kind)
 {
     pthread_mutex_lock(&c->hold_mu);
     rlock__hold *h = find_hold(c, name, len);
     rlock__holder *x = find_holder(h, tid);
     if (x) {
         x->suspect = rid != NULL;
+        x->suspect_kind = rid ? kind : NULL;
         if (rid) {
             x->suspect_held = x->count;
             snprintf(x->suspect_rid, sizeof x->suspect_rid, "%s", rid);
@@ -486,7 +496,7 @@ void rlock__hold_set_suspect(rlock_client *c, const char *name, size_t len, uint
 }
 
 void rlock__hold_set_pending(rlock_client *c, const char *name, size_t len, uint64_t tid,
-                             const char *rid, int64_t sent_ms)
+                             const char *rid, int64_t sent_ms, const struct rlock__kind *kind)
 {
     pthread_mutex_lock(&c->hold_mu);
     rlock__hold *h = find_hold(c, name, len);
@@ -497,6 +507,7 @@ void rlock__hold_set_pending(rlock_client *c, const char *name, size_t len, uint
                 x->pending_sent_ms = sent_ms;
             }
             x->pending = true;
+            x->pending_kind = kind;
             memcpy(x->pending_rid, rid, 33);
             /* The caller meant to let go of its last hold: whatever the
              * unanswered unlock did, the watchdog must not keep it. An
@@ -509,6 +520,21 @@ void rlock__hold_set_pending(rlock_client *c, const char *name, size_t len, uint
         } else {
             x->pending = false;
         }
+        tidy(c, h, x);
+    }
+    pthread_mutex_unlock(&c->hold_mu);
+}
+
+void rlock__hold_set_give_up(rlock_client *c, const char *name, size_t len, uint64_t tid,
+                             bool on, int64_t wait_ms, const struct rlock__kind *kind)
+{
+    pthread_mutex_lock(&c->hold_mu);
+    rlock__hold *h = find_hold(c, name, len);
+    rlock__holder *x = find_holder(h, tid);
+    if (x) {
+        x->giving_up = on;
+        x->give_up_wait_ms = on ? wait_ms : 0;
+        x->give_up_kind = on ? kind : NULL;
         tidy(c, h, x);
     }
     pthread_mutex_unlock(&c->hold_mu);
@@ -577,11 +603,12 @@ void rlock__holds_thread_exit(rlock_client *c, uint64_t tid)
         if (x->count > 0 && x->wd_depth > 0 && !x->lost && c->lost_fn) {
             c->lost_fn(c->lost_arg, h->name, h->namelen, x->tid, x->epoch, true);
         }
-        if (x->suspect || x->pending) {
-            /* An acquire that may have run, an unlock that may not have:
-             * rlock_client_free() settles them (it finds them here), or
-             * the first would stay held for its lease after a clean
-             * shutdown. The thread holds nothing any more. */
+        if (x->suspect || x->pending || x->giving_up) {
+            /* An acquire that may have run, an unlock that may not have,
+             * a give-up that may not have: rlock_client_free() settles
+             * them (it finds them here), or the first would stay held for
+             * its lease after a clean shutdown (the last, queued until its
+             * deadline). The thread holds nothing any more. */
             x->count = 0;
             x->wd_depth = 0;
             x->expires_ms = -1;

@@ -6,6 +6,10 @@
  * reentrant.c as the model. The table says:
  *   chan_prefix  the channel its releases publish on (prefix(P, name));
  *                NULL: none, its releases publish nothing (spin)
+ *   layout       the layout of the name's key: RLOCK__LAYOUT_LOCK (the
+ *                reentrant lock's hash, the default) or RLOCK__LAYOUT_RW
+ *                (a read/write lock's, with 'mode'); a thread's call of
+ *                one layout on a name it holds with the other is refused
  *   key_tag      NULL, or the tag that keeps a second kind's holds of the
  *                same name and thread apart (the write half: "write")
  *   wait         RLOCK__WAIT_SHARED: one channel per name; _OWN: a channel

@@ -189,6 +189,7 @@ static rlock_status is_locked(rlock *l, bool *locked, int64_t deadline_ms)
 
 const rlock__kind rlock__kind_read = {
     .name = "read",
+    .layout = RLOCK__LAYOUT_RW,
     .chan_prefix = "redisson_rwlock",
     .wait = RLOCK__WAIT_SHARED,
     .shared = true,
@@ -205,6 +206,7 @@ const rlock__kind rlock__kind_read = {
 
 const rlock__kind rlock__kind_write = {
     .name = "write",
+    .layout = RLOCK__LAYOUT_RW,
     .chan_prefix = "redisson_rwlock",
     .key_tag = "write",
     .wait = RLOCK__WAIT_SHARED,

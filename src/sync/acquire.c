@@ -28,6 +28,14 @@
 
 #define IO_BACKOFF_MIN_MS 25
 #define IO_BACKOFF_MAX_MS 1000
+
+/* A request that got no answer from Redis (it may or may not have run, or
+ * never left): not a refusal, which sending it again would not change. */
+static bool unanswered(rlock_status st)
+{
+    return st == RLOCK_EIO || st == RLOCK_ETIMEDOUT || st == RLOCK_EPOOL || st == RLOCK_ENOMEM ||
+           st == RLOCK_ECLOSED || st == RLOCK_EAUTH || st == RLOCK_ETLS;
+}
 rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_cancel *cancel,
                             int64_t *holder_ttl_ms)
 {
@@ -60,6 +68,12 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
     }
     rlock__hold_view v;
     rlock__hold_view_of(c, l->key, l->keylen, tid, &v);
+    if ((st = rlock__layout_check(l, &v)) != RLOCK_OK) {
+        /* Nothing is sent: the scripts would refuse it too, but the
+         * count this thread holds is of the other kind's field. */
+        rlock__hold_tidy(c, l->key, l->keylen, tid);
+        return st;
+    }
     if (v.count > 0 && v.lost) {
         /* Re-entering a hold this client already knows is gone: nothing to
          * take. The thread is told now; its levels unwind with RLOCK_ELOST,
@@ -141,7 +155,7 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
                     /* Redis counts other than we do: an acquire of ours ran
                      * beyond the latch's horizon. The next call compares
                      * the counts and gives the surplus back. */
-                    rlock__hold_set_suspect(c, l->key, l->keylen, tid, "", sent, lease);
+                    rlock__hold_set_suspect(c, l->key, l->keylen, tid, "", sent, lease, k);
                 }
                 break;
             }
@@ -271,14 +285,20 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
     rlock__waitq_leave(c, &q, st == RLOCK_OK, rlock__now_ms() + lease);
     if (st != RLOCK_OK && maybe_queued && k->give_up) {
         /* The kind's queue in Redis (the fair lock's) lets the others
-         * behind go first. A give-up that fails leaves the place to be
-         * purged when its deadline passes, as Redisson's would be. */
-        k->give_up(l, owner, wait_ms, rlock__now_ms() + cmd_ms);
+         * behind go first. A give-up that gets no answer is kept in doubt
+         * and sent again once Redis answers (rlock__settle: this thread's
+         * next call on the name, the close, the watchdog after the
+         * thread's exit), or its place would hold up every waiter behind
+         * it until its deadline. */
+        rlock_status gs = k->give_up(l, owner, wait_ms, rlock__now_ms() + cmd_ms);
+        if (unanswered(gs)) {
+            rlock__hold_set_give_up(c, l->key, l->keylen, tid, true, wait_ms, k);
+        }
     }
     if (resend) {
         /* The last request sent got no answer: settled (abandoned) by this
          * thread's next call for the name or at close. */
-        rlock__hold_set_suspect(c, l->key, l->keylen, tid, rid, first_sent, lease);
+        rlock__hold_set_suspect(c, l->key, l->keylen, tid, rid, first_sent, lease, k);
     }
     if (st != RLOCK_OK) {
         rlock__hold_tidy(c, l->key, l->keylen, tid);

@@ -62,6 +62,40 @@ static bool trusted(rlock_client *c, int64_t first_sent)
     return rlock__latch_trusted(c, first_sent, RLOCK__LATCH_TTL_MS);
 }
 
+rlock_status rlock__layout_check(const rlock *l, const rlock__hold_view *v)
+{
+    if ((v->count > 0 || v->lost_levels > 0) && v->kind && v->kind->layout != l->kind->layout) {
+        return rlock__fail(RLOCK_EKIND,
+                           "the calling thread holds the name with another kind of lock (%s) "
+                           "than %s",
+                           v->kind->name, l->kind->name);
+    }
+    return RLOCK_OK;
+}
+
+/* A handle of kind k (NULL: l's) on l's name, for a request in doubt that
+ * another kind sent: l itself, or *tmp made here (as_kind_done frees it).
+ * Kinds that share a record share the name and its key tag. */
+static rlock_status as_kind(rlock *l, const rlock__kind *k, rlock *tmp, rlock **out)
+{
+    *out = l;
+    if (!k || k == l->kind) {
+        return RLOCK_OK;
+    }
+    rlock_status st = rlock__handle_init(tmp, l->c, k, l->name, l->namelen);
+    if (st == RLOCK_OK) {
+        *out = tmp;
+    }
+    return st;
+}
+
+static void as_kind_done(rlock *l, rlock *h)
+{
+    if (h != l) {
+        rlock__handle_fini(h);
+    }
+}
+
 /* Sends the release with rid; after a transport error once more with the
  * same id (the latch makes that safe). *once: answered at the first send;
  * *left: a copy may have run (RLOCK_EPOOL and RLOCK_ENOMEM mean it never
@@ -106,6 +140,9 @@ static rlock_status judge_old_pending(rlock *l, const char *owner, const rlock__
     return RLOCK_OK;
 }
 
+static rlock_status release(rlock *l, uint64_t tid, const char *owner,
+                            const rlock__hold_view *v, int64_t deadline);
+
 rlock_status rlock__release(rlock *l)
 {
     rlock_client *c = l->c;
@@ -119,14 +156,36 @@ rlock_status rlock__release(rlock *l)
     }
     rlock__hold_view v;
     rlock__hold_view_of(c, l->key, l->keylen, tid, &v);
+    if ((st = rlock__layout_check(l, &v)) != RLOCK_OK) {
+        return st; /* its script would release the other kind's hold */
+    }
+    /* An unlock left unanswered is retried by this one, with its own id
+     * and its own kind's script (a release through another kind of the
+     * same layout). */
+    rlock tmp;
+    rlock *h;
+    if ((st = as_kind(l, v.pending ? v.pending_kind : NULL, &tmp, &h)) != RLOCK_OK) {
+        return st;
+    }
+    st = release(h, tid, owner, &v, deadline);
+    as_kind_done(l, h);
+    return st;
+}
+
+/* rlock__release() on the handle h of the kind that sends it. */
+static rlock_status release(rlock *l, uint64_t tid, const char *owner, const rlock__hold_view *v,
+                            int64_t deadline)
+{
+    rlock_client *c = l->c;
+    rlock_status st;
     char rid[33];
-    bool resend = v.pending && trusted(c, v.pending_sent_ms);
+    bool resend = v->pending && trusted(c, v->pending_sent_ms);
     if (resend) {
-        memcpy(rid, v.pending_rid, sizeof rid); /* the retry of that unlock */
+        memcpy(rid, v->pending_rid, sizeof rid); /* the retry of that unlock */
     } else {
-        if (v.pending) {
+        if (v->pending) {
             judged j;
-            st = judge_old_pending(l, owner, &v, &j, deadline);
+            st = judge_old_pending(l, owner, v, &j, deadline);
             if (st != RLOCK_OK) {
                 return st;
             }
@@ -143,7 +202,7 @@ rlock_status rlock__release(rlock *l)
         }
         rlock__request_id(rid);
     }
-    if (v.ends_watchdog && v.in_round) {
+    if (v->ends_watchdog && v->in_round) {
         /* A renewal in flight could run after this unlock and cut the
          * explicit lease left to the watchdog's, with nothing renewing it
          * any more. Let it finish first (rare, one round trip). */
@@ -152,21 +211,22 @@ rlock_status rlock__release(rlock *l)
     rlock__released r;
     bool once = false, left = false;
     int64_t sent = rlock__now_ms();
-    if (v.count > 1) {
+    if (v->count > 1) {
         /* A partial unlock sets the TTL of the levels left if it runs. */
-        rlock__hold_ttl_may(c, l->key, l->keylen, tid, resend ? v.pending_sent_ms : sent,
-                            v.lease_ms);
+        rlock__hold_ttl_may(c, l->key, l->keylen, tid, resend ? v->pending_sent_ms : sent,
+                            v->lease_ms);
     }
-    st = send_release(l, owner, rid, v.lease_ms, &r, &once, &left);
+    st = send_release(l, owner, rid, v->lease_ms, &r, &once, &left);
     if (st == RLOCK_OK) {
         apply(l, tid, r, once && !resend ? rid : NULL, sent);
         if (r == RLOCK__NOT_HELD) {
-            st = (v.count > 0 || v.lost || v.lost_levels > 0)
+            st = (v->count > 0 || v->lost || v->lost_levels > 0)
                      ? rlock__fail(RLOCK_ELOST, "this thread's hold of the lock was lost")
                      : rlock__fail(RLOCK_ENOTOWNER, "the calling thread does not hold the lock");
         }
-    } else if (v.count > 0 && (left || resend)) {
-        rlock__hold_set_pending(c, l->key, l->keylen, tid, rid, resend ? v.pending_sent_ms : sent);
+    } else if (v->count > 0 && (left || resend)) {
+        rlock__hold_set_pending(c, l->key, l->keylen, tid, rid, resend ? v->pending_sent_ms : sent,
+                                l->kind);
     }
     return st;
 }
@@ -192,7 +252,7 @@ static rlock_status settle_acquire(rlock *l, uint64_t tid, const char *owner,
         if (what == RLOCK__TOOK_LOST && v->count > 0) {
             rlock__hold_mark_lost(c, l->key, l->keylen, tid);
         }
-        rlock__hold_set_suspect(c, l->key, l->keylen, tid, NULL, 0, 0);
+        rlock__hold_set_suspect(c, l->key, l->keylen, tid, NULL, 0, 0, NULL);
         return RLOCK_OK;
     }
     int64_t in_redis;
@@ -212,7 +272,42 @@ static rlock_status settle_acquire(rlock *l, uint64_t tid, const char *owner,
         rlock__hold_ttl_set(c, l->key, l->keylen, tid, sent, v->lease_ms);
         queue_latch(l, rid);
     }
-    rlock__hold_set_suspect(c, l->key, l->keylen, tid, NULL, 0, 0);
+    rlock__hold_set_suspect(c, l->key, l->keylen, tid, NULL, 0, 0, NULL);
+    return RLOCK_OK;
+}
+
+/* Completes the unanswered unlock of v (l: a handle of the kind that sent
+ * it): the same request again while its latch answers for it, else judged
+ * from the counts. */
+static rlock_status settle_pending(rlock *l, uint64_t tid, const char *owner,
+                                   const rlock__hold_view *v, int64_t deadline_ms)
+{
+    rlock_client *c = l->c;
+    rlock__released r;
+    int64_t sent = rlock__now_ms();
+    rlock_status st;
+    if (trusted(c, v->pending_sent_ms)) {
+        st = l->kind->release(l, owner, v->pending_rid, v->lease_ms, &r, deadline_ms);
+        if (st == RLOCK_OK) {
+            apply(l, tid, r, NULL, sent); /* a resend: its latch stays */
+        }
+        return st;
+    }
+    judged j;
+    if ((st = judge_old_pending(l, owner, v, &j, deadline_ms)) != RLOCK_OK) {
+        return st;
+    }
+    if (j == NOT_RUN) {
+        char rid[33];
+        rlock__request_id(rid);
+        sent = rlock__now_ms();
+        st = l->kind->release(l, owner, rid, v->lease_ms, &r, deadline_ms);
+        if (st == RLOCK_OK) {
+            apply(l, tid, r, rid, sent);
+        }
+        return st;
+    }
+    apply(l, tid, j == RAN ? RLOCK__PARTIAL : RLOCK__NOT_HELD, NULL, rlock__now_ms());
     return RLOCK_OK;
 }
 
@@ -221,48 +316,54 @@ rlock_status rlock__settle(rlock *l, uint64_t tid, bool pending_too, int64_t dea
     rlock_client *c = l->c;
     rlock__hold_view v;
     rlock__hold_view_of(c, l->key, l->keylen, tid, &v);
-    if (!v.suspect && !(pending_too && v.pending)) {
+    if (!v.suspect && !v.giving_up && !(pending_too && v.pending)) {
         return RLOCK_OK; /* the common case: one lookup */
     }
     char owner[RLOCK__OWNER_MAX];
     rlock__owner(c, tid, owner);
     rlock_status st = RLOCK_OK;
+    rlock tmp;
+    rlock *h;
     if (pending_too && v.pending) {
         /* The caller asked for this unlock: complete it (the same request
          * again while its latch answers for it), then go on. */
-        rlock__released r;
-        int64_t sent = rlock__now_ms();
-        if (trusted(c, v.pending_sent_ms)) {
-            st = l->kind->release(l, owner, v.pending_rid, v.lease_ms, &r, deadline_ms);
-            if (st == RLOCK_OK) {
-                apply(l, tid, r, NULL, sent); /* a resend: its latch stays */
-            }
-        } else {
-            judged j;
-            if ((st = judge_old_pending(l, owner, &v, &j, deadline_ms)) == RLOCK_OK) {
-                if (j == NOT_RUN) {
-                    char rid[33];
-                    rlock__request_id(rid);
-                    sent = rlock__now_ms();
-                    st = l->kind->release(l, owner, rid, v.lease_ms, &r, deadline_ms);
-                    if (st == RLOCK_OK) {
-                        apply(l, tid, r, rid, sent);
-                    }
-                } else {
-                    apply(l, tid, j == RAN ? RLOCK__PARTIAL : RLOCK__NOT_HELD, NULL,
-                          rlock__now_ms());
-                }
-            }
+        if ((st = as_kind(l, v.pending_kind, &tmp, &h)) != RLOCK_OK) {
+            return st;
         }
+        st = settle_pending(h, tid, owner, &v, deadline_ms);
+        as_kind_done(l, h);
         if (st != RLOCK_OK) {
             return st;
         }
         rlock__hold_view_of(c, l->key, l->keylen, tid, &v);
     }
-    if (v.suspect) {
-        return settle_acquire(l, tid, owner, &v, deadline_ms);
+    if (v.giving_up) {
+        /* A waiter's give-up that got no answer: sent again (it leaves the
+         * queue once, and moves the places behind it forward once; a
+         * second run finds nothing to leave). Before an acquire in doubt
+         * is abandoned: the give-up moves the deadlines behind, the
+         * abandon would not, and then stops a late copy of the attempt
+         * from queueing again. */
+        if ((st = as_kind(l, v.give_up_kind, &tmp, &h)) != RLOCK_OK) {
+            return st;
+        }
+        st = h->kind->give_up ? h->kind->give_up(h, owner, v.give_up_wait_ms, deadline_ms)
+                              : RLOCK_OK;
+        as_kind_done(l, h);
+        if (st != RLOCK_OK) {
+            return st;
+        }
+        rlock__hold_set_give_up(c, l->key, l->keylen, tid, false, 0, NULL);
     }
-    return RLOCK_OK;
+    if (v.suspect) {
+        /* Abandoned with the scripts of the kind that sent it. */
+        if ((st = as_kind(l, v.suspect_kind, &tmp, &h)) != RLOCK_OK) {
+            return st;
+        }
+        st = settle_acquire(h, tid, owner, &v, deadline_ms);
+        as_kind_done(l, h);
+    }
+    return st;
 }
 
 /* ---- at close -------------------------------------------------------- */
@@ -285,7 +386,14 @@ static void collect_doubt(rlock__map_node *node, void *arg)
     doubts *d = arg;
     rlock__hold *h = (rlock__hold *)node;
     for (rlock__holder *x = h->holders; x; x = x->next) {
-        if ((!x->suspect && !x->pending) || !x->kind || (d->orphans_only && !x->orphan)) {
+        /* The handle rlock__settle() gets: of a doubt's kind (it settles
+         * each doubt with its own kind's scripts anyway). */
+        const rlock__kind *k = x->suspect && x->suspect_kind       ? x->suspect_kind
+                               : x->pending && x->pending_kind     ? x->pending_kind
+                               : x->giving_up && x->give_up_kind ? x->give_up_kind
+                                                                   : x->kind;
+        if ((!x->suspect && !x->pending && !x->giving_up) || !k ||
+            (d->orphans_only && !x->orphan)) {
             continue;
         }
         if (d->n == d->cap) {
@@ -302,7 +410,7 @@ static void collect_doubt(rlock__map_node *node, void *arg)
             return;
         }
         memcpy(name, h->name, h->namelen + 1);
-        d->v[d->n++] = (doubt){name, h->namelen, x->tid, x->kind};
+        d->v[d->n++] = (doubt){name, h->namelen, x->tid, k};
     }
 }
 
@@ -320,7 +428,7 @@ static bool settle_once(rlock_client *c, int64_t deadline_ms, bool orphans_only)
             rlock__settle(&l, d.v[i].tid, true, deadline_ms);
             rlock__hold_view v;
             rlock__hold_view_of(c, l.key, l.keylen, d.v[i].tid, &v);
-            settled = settled && !v.suspect && !v.pending;
+            settled = settled && !v.suspect && !v.pending && !v.giving_up;
             rlock__handle_fini(&l);
         } else {
             settled = false;

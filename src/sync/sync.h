@@ -153,8 +153,21 @@ typedef enum rlock__released {
     RLOCK__FREED = 1,     /* the last hold: key deleted, waiters woken */
 } rlock__released;
 
+/* The layout of the name's key a kind keeps its holds in. Kinds of one
+ * layout count a thread's holds of the name in the same field (a re-entry
+ * through either is one more of the same count), so the registry may keep
+ * them in one record; kinds of two layouts never hold one name together
+ * (each one's scripts refuse the other's key: RLOCK_EKIND). */
+typedef enum rlock__layout {
+    RLOCK__LAYOUT_LOCK = 0, /* the reentrant lock's hash, owner -> count, no
+                               'mode' (reentrant, fair, fenced, spin and the
+                               non-reentrant forms) */
+    RLOCK__LAYOUT_RW,       /* a read/write lock's hash, with 'mode' */
+} rlock__layout;
+
 typedef struct rlock__kind {
     const char *name;
+    rlock__layout layout;
     /* The channel its releases publish on: prefix("chan_prefix", name);
      * NULL: its releases publish nothing and the handle has no channel
      * (l->channel NULL; the spin lock, whose wait is RLOCK__WAIT_POLL). */
@@ -210,9 +223,14 @@ typedef struct rlock__kind {
      * kind (the write half: only a writer holds it). */
     rlock_status (*is_locked)(struct rlock *l, bool *locked, int64_t deadline_ms);
     /* Renewal: KEYS = names, ARGV[1] = lease, ARGV[1 + i] = owner of
-     * KEYS[i]; the reply is an array of 0 (gone) or the key's TTL after the
-     * renewal (-1: none). It extends a TTL to the lease, never shortens one
-     * (a late renewal must not cut a lease told since). */
+     * KEYS[i]; the reply is an array of 0 (gone) or the hold's TTL after
+     * the renewal (-1: none), which the registry takes as the hold's life
+     * (I6, I7): the key's, for a hold that lives by its key; the read
+     * half's, by its own timeout keys (the longest, no longer than the
+     * name's: 0 when none is left), never the name's alone, which another
+     * client's reader may keep longer. It extends a TTL to the lease,
+     * never shortens one (a late renewal must not cut a lease told
+     * since). */
     const rlock__script *renew;
     /* What a message on its channel means for local waiters ("1" always
      * wakes them all). */
@@ -320,9 +338,15 @@ rlock_status rlock__acquire(struct rlock *l, int64_t wait_ms, int64_t lease_ms,
 /* One release of the calling thread's hold, reusing the request id of an
  * earlier unanswered one. */
 rlock_status rlock__release(struct rlock *l);
-/* Settles what earlier calls of thread tid on l left in doubt: an acquire
- * that may have run (released if it did), an unanswered unlock (sent again
- * with its id). Cheap when nothing is in doubt. */
+/* RLOCK_EKIND (nothing sent) when the calling thread's record v holds the
+ * name (levels live or lost) with a kind of another layout than l's: the
+ * two never share a field, and a count of one is no count of the other.
+ * Else RLOCK_OK. */
+rlock_status rlock__layout_check(const struct rlock *l, const rlock__hold_view *v);
+/* Settles what earlier calls of thread tid on l's name left in doubt, each
+ * with the scripts of its own kind (which may not be l's): an acquire
+ * that may have run (released if it did), an unanswered unlock (sent
+ * again with its id). Cheap when nothing is in doubt. */
 rlock_status rlock__settle(struct rlock *l, uint64_t tid, bool pending_too, int64_t deadline_ms);
 /* At close: settles every (name, thread) with something in doubt. */
 /* With orphans_only, only the records of exited threads (the watchdog's

@@ -288,7 +288,7 @@ static void end_round(rlock_client *c, renewal *v, const int64_t *res, size_t n,
             x->wd_depth = 0;
         }
         if (x->count == 0 && x->lost_levels == 0 && !x->suspect && !x->pending &&
-            !x->acquiring) {
+            !x->giving_up && !x->acquiring) {
             /* Released during the round: the record waited for it (unless
              * its thread is acquiring again right now: then it is its). */
             rlock__holder_remove(c, h, x);
