@@ -358,7 +358,12 @@ RLOCK_API const char *rlock_name(const rlock *l);
  * the wait or retry_timeout_ms runs out; wait_ms 0: one command_timeout_ms;
  * a request still unanswered then is abandoned by this thread's next call
  * for the name, or by rlock_client_free(): a hold it took is given back;
- * see docs/api.md), RLOCK_EKIND (the key holds another type or kind), RLOCK_EREDIS,
+ * see docs/api.md), RLOCK_EKIND (the key holds another type or kind; or
+ * the calling thread holds the name through a kind of the other hash: a
+ * read/write lock's half against the others; nothing changed; since 0.3),
+ * RLOCK_EDEADLK (a non-reentrant lock asked again by its holder, or the
+ * write half asked by a thread holding the read half: at once, nothing
+ * changed; since 0.3), RLOCK_EREDIS,
  * RLOCK_EPERM (the ACL denies a command or key the acquire needs, or, to a
  * waiter, the SUBSCRIBE of the lock's channel: it returns at once rather
  * than sleep on leases; since 0.3), RLOCK_EPROTO, RLOCK_ECLOSED,
@@ -416,7 +421,9 @@ RLOCK_API rlock_status rlock_lock_ex(rlock *l, int64_t wait_ms, int64_t lease_ms
  * thread holds it: it could never become free while this thread waits;
  * returned at once), RLOCK_ECANCELED (the token was fired, before or
  * during the wait), RLOCK_EINVAL, RLOCK_EIO, RLOCK_ETIMEDOUT (Redis did
- * not answer), RLOCK_EREDIS, RLOCK_EPROTO, RLOCK_ECLOSED, RLOCK_ENOMEM,
+ * not answer), RLOCK_EKIND (a read/write half finding a key of another
+ * type; the other kinds take such a key for a lock held, by its TTL),
+ * RLOCK_EREDIS, RLOCK_EPROTO, RLOCK_ECLOSED, RLOCK_ENOMEM,
  * RLOCK_EAUTH, RLOCK_EPOOL, RLOCK_EPERM (the ACL denies the key or the
  * lock's channel). Any thread. Since 0.3. */
 RLOCK_API rlock_status rlock_wait_unlocked(rlock *l, int64_t wait_ms, rlock_cancel *cancel);

@@ -1692,3 +1692,34 @@ Test(rwlock, abandoned_read_acquire_that_ran_is_given_back)
     free(owner);
     free(name);
 }
+
+/* A key of another type at the name: the read/write halves' queries and
+ * rlock_wait_unlocked() read its 'mode' field, so they answer RLOCK_EKIND
+ * and the key is left as it was; the reentrant lock's look only at the
+ * key's existence and TTL, and take it for a lock held until it expires. */
+Test(rwlock, queries_and_wait_unlocked_on_a_key_of_another_type)
+{
+    char *name = th_name("rwt");
+    th_run(r, "SET %s foreign PX 60000", name);
+    rlock *rd, *w, *plain;
+    th_ok(rlock_new_read(c, name, &rd));
+    th_ok(rlock_new_write(c, name, &w));
+    th_ok(rlock_new(c, name, &plain));
+    bool locked = false;
+    th_assert_status(rlock_wait_unlocked(rd, 0, NULL), RLOCK_EKIND);
+    th_assert_status(rlock_wait_unlocked(w, 200, NULL), RLOCK_EKIND);
+    th_assert_status(rlock_is_locked(rd, &locked), RLOCK_EKIND);
+    th_ok(rlock_is_locked(plain, &locked));
+    cr_assert(locked, "the reentrant lock takes the foreign key for a lock held");
+    th_assert_status(rlock_wait_unlocked(plain, 200, NULL), RLOCK_EBUSY);
+    redisReply *rep = th_cmd(r, "GET %s", name);
+    cr_assert(rep->type == REDIS_REPLY_STRING && strcmp(rep->str, "foreign") == 0,
+              "the foreign key is left as it was");
+    freeReplyObject(rep);
+    cr_assert(th_pttl(r, name) > 0);
+    th_run(r, "DEL %s", name);
+    rlock_free(rd);
+    rlock_free(w);
+    rlock_free(plain);
+    free(name);
+}
