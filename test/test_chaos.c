@@ -1605,6 +1605,7 @@ static void chaos_run(const int *kinds, int nk)
     fflush(stdout);
 
     run_injector(seconds);
+    int64_t t_faults_end = now_ns(); /* workers still take locks until told to stop */
     atomic_store(&sh->stop, 1);
     for (int i = 0; i < cx.nsleepers; i++) {
         pthread_join(cx.sleepers[i], NULL);
@@ -1709,8 +1710,9 @@ static void chaos_run(const int *kinds, int nk)
             }
         }
         idle += all == 0;
-        /* The longest time nobody held it, from the first section on: a
-         * lock that stays free while its contenders fail to take it. */
+        /* The longest time nobody held it, from its first section to the
+         * end of the faults: a lock that stays free while its contenders
+         * fail to take it. */
         int *ix = malloc(sizeof(int) * (size_t)(all + 1)), m = 0;
         cr_assert(ix != NULL);
         for (int i = 0; i < n; i++) {
@@ -1729,6 +1731,10 @@ static void chaos_run(const int *kinds, int nk)
             if (x->end_ns > covered) {
                 covered = x->end_ns;
             }
+        }
+        if (m && t_faults_end - covered > gap) { /* free from its last section on */
+            gap = t_faults_end - covered;
+            gap_at = covered;
         }
         free(ix);
         if (kinds[k] == TK_READ) {
