@@ -123,6 +123,9 @@ $(B)/test-lite/%: test/%.c test/harness.c test/harness.h test/cli_helpers.h test
 	$(CC) $(ALL_CFLAGS) -O0 -Itest/lite -Itest -o $@ $< test/harness.c test/lite/runner.c \
 	  $(B)/librlock.a $(ALL_LDFLAGS) $(RL_LDLIBS)
 
+# test_bench runs the benchmark binary (its scenarios, briefly).
+$(B)/test/test_bench: $(B)/rlock-bench
+
 # These tests also link the fault-injecting TCP proxy (test/proxy.c).
 PROXY_TESTS := test_chaos test_clock test_exact test_faults test_review test_review2 test_statuses \
                test_tls test_revunwind test_spin test_fenced test_fair test_rwlock test_rev16 \

@@ -19,8 +19,56 @@
 
 #include "rlock.h"
 
+/* ---- kinds.c: the lock kinds measured -------------------------------- */
+
+/* Every kind of lock rlock makes, in the order the report lists them.
+ * BENCH_NO_LIB_KINDS builds the bench against a library from before issue
+ * 16 (an A/B baseline, docs/performance.md): the reentrant lock only. */
+typedef enum bench_kind {
+    BK_REENTRANT,
+#ifndef BENCH_NO_LIB_KINDS
+    BK_NONREENTRANT,
+    BK_FAIR,
+    BK_FAIR_NONREENTRANT,
+    BK_FENCED,
+    BK_SPIN,
+    BK_READ,
+    BK_WRITE,
+#endif
+    BK_COUNT
+} bench_kind;
+
+typedef struct bench_kind_info {
+    const char *name; /* as --kind takes it */
+    const char *ctor; /* the public constructor */
+    rlock_status (*make)(rlock_client *c, const char *name, rlock **out);
+    bool shared; /* holds share the lock (readers): no mutual exclusion */
+} bench_kind_info;
+
+extern const bench_kind_info bench_kinds[BK_COUNT];
+/* The kind called name; dies when there is none. */
+bench_kind bench_kind_named(const char *name);
+/* A handle of kind k; dies on failure. */
+rlock *bench_lock_kind(rlock_client *c, bench_kind k, const char *name);
+
 /* ---- procs.c: contention across processes ------------------------------- */
 
+/* One run of --procs: procs processes x threads threads on one name. */
+typedef struct bench_procs_result {
+    double acq_per_s;
+    double calls_per_acq; /* script calls (EVALSHA + EVAL) Redis ran */
+    double subs_per_acq;  /* SUBSCRIBE + UNSUBSCRIBE Redis ran */
+    double sub_per_acq;   /* SUBSCRIBE alone */
+    double min_max;       /* the fewest / the most acquisitions of a worker */
+    long long min, max;
+    bool exact; /* the counter saw every acquisition */
+} bench_procs_result;
+
+/* Forks procs processes, each with its own client and threads threads,
+ * contending on one fair (fair) or reentrant lock for seconds; the parent
+ * must not have made an rlock client yet (a fork copies no threads). */
+void bench_procs_run(const char *host, int port, int procs, int threads, double seconds, bool fair,
+                     bench_procs_result *out);
 /* procs processes x threads threads on one fair lock, then one reentrant
  * lock, seconds each; prints a table of rates, commands per acquisition
  * and fairness on stdout. */
@@ -98,9 +146,11 @@ redisReply *bench_wire_cmd(bench_wire *w, const char *a0, const char *a1, const 
 void bench_wire_close(bench_wire *w);
 
 /* The floor: the scripts and arguments of rlock's uncontended lock(WATCHDOG)
- * + unlock of name, sent by a bare loop on one bench_wire (floor.c). */
+ * + unlock of name by a lock of kind k, sent by a bare loop on one
+ * bench_wire (floor.c). A floor is used by one thread at a time. */
 typedef struct bench_floor bench_floor;
-bench_floor *bench_floor_new(const char *host, int port, const bench_tls *tls, const char *name);
+bench_floor *bench_floor_new(const char *host, int port, const bench_tls *tls, const char *name,
+                             bench_kind k);
 /* n pairs; each pair's latency to lat_us when not NULL (room for n). Dies
  * on a failed pair (another owner holding name included). */
 uint64_t bench_floor_pairs(bench_floor *f, uint64_t n, double *lat_us);
@@ -146,7 +196,31 @@ typedef struct bench_ctx {
      * and on CPU 1; false: wherever the scheduler puts them. */
     bool pin;
     int cpu; /* --slices --cpu N: the measuring thread's CPU (-1: any) */
+    /* --smoke: every scenario once, as briefly as it can run (the check of
+     * test/test_bench.c), not a measurement */
+    bool smoke;
+    unsigned only; /* --only: the scenarios to run (BENCH_ONLY_* bits) */
+    /* The other kinds' uncontended pairs, each on a name of its own, and
+     * their floors (kinds.c); [BK_REENTRANT] is the TCP pair above. */
+    rlock *klock[BK_COUNT];
+    bench_floor *kfloor[BK_COUNT];
+    bench_floor **rfloor; /* x->readers floors of the read lock, one per thread */
+    int contenders;       /* --contend T: threads of the contended scenario */
+    int readers;          /* --readers R: threads of the parallel readers */
+    int procs, threads;   /* --procs-report P x T: the fair lock across processes */
+    double procs_s;       /* seconds per kind and round of that */
 } bench_ctx;
+
+enum {
+    BENCH_ONLY_PAIR = 1,       /* floor and uncontended reentrant pairs, TCP and TLS */
+    BENCH_ONLY_NESTED = 2,     /* re-entry */
+    BENCH_ONLY_WATCHDOG = 4,   /* held locks */
+    BENCH_ONLY_KINDS = 8,      /* each kind's uncontended pair against its floor */
+    BENCH_ONLY_CONTENDED = 16, /* each kind, threads on one name */
+    BENCH_ONLY_READERS = 32,   /* readers in parallel against the parallel limit */
+    BENCH_ONLY_PROCS = 64,     /* the fair lock across processes */
+    BENCH_ONLY_ALL = 127
+};
 
 /* Figures of one round; NaN where a scenario did not run. By transport:
  * [BENCH_TCP], [BENCH_TLS]. */
@@ -158,9 +232,9 @@ typedef struct bench_round {
     double pairs_per_s[2];  /* uncontended lock + unlock */
     double ratio[2];        /* pairs_per_s / floor_pps, same transport */
     double pair_p50_us[2], pair_p99_us[2];
-    double pair_cpu_us[2];  /* client CPU (all threads) per pair */
-    double pair_cmds;       /* RLOCK_STAT_COMMANDS per pair */
-    double pair_usec;       /* Redis usec per rlock script call */
+    double pair_cpu_us[2];   /* client CPU (all threads) per pair */
+    double pair_cmds;        /* RLOCK_STAT_COMMANDS per pair */
+    double pair_usec;        /* Redis usec per rlock script call */
     double tls_vs_tcp;       /* rlock's TLS pairs/s / its TCP pairs/s */
     double tls_floor_vs_tcp; /* the same for the floor */
     /* --pin: the same with the bench on the other CPU than the server */
@@ -177,6 +251,31 @@ typedef struct bench_round {
     double wd_redis_us;     /* Redis CPU per lock renewed */
     double wd_alive;        /* sampled locks still alive after the window */
     double wd_errors;       /* failed locks and unlocks (ELOST: renewal fell behind) */
+    /* kinds.c: each kind's uncontended pair against its own floor */
+    double k_floor_pps[BK_COUNT], k_pps[BK_COUNT], k_ratio[BK_COUNT];
+    double k_floor_p50_us[BK_COUNT], k_p50_us[BK_COUNT];
+    double k_floor_cpu_us[BK_COUNT], k_cpu_us[BK_COUNT];
+    double k_cmds[BK_COUNT]; /* rlock's client commands per pair */
+    double k_floor_cmds[BK_COUNT];
+    double k_floor_usec[BK_COUNT], k_usec[BK_COUNT]; /* Redis µs per script call */
+    /* each kind contended: threads on one name, one client */
+    double c_aps[BK_COUNT];    /* acquisitions/s */
+    double c_vs_re[BK_COUNT];  /* ÷ the reentrant lock's of the round */
+    double c_cmds[BK_COUNT];   /* client commands per acquisition */
+    double c_calls[BK_COUNT];  /* script calls Redis ran per acquisition */
+    double c_minmax[BK_COUNT]; /* per-thread fewest / most */
+    double c_lost[BK_COUNT];   /* counter updates lost (exclusive kinds: 0) */
+    double c_errors[BK_COUNT];
+    /* readers in parallel on one read lock, against the parallel limit */
+    double rd_pps, rd_floor_pps, rd_ratio;    /* R threads */
+    double rd1_pps, rd1_floor_pps, rd1_ratio; /* one thread */
+    double rd_scale, rd_floor_scale;          /* R threads ÷ one */
+    double rd_minmax, rd_floor_minmax;        /* per-thread fewest / most */
+    /* the fair lock across processes, beside the reentrant lock: [0] fair */
+    double p_aps[2], p_calls[2], p_subs[2], p_minmax[2], p_exact[2];
+    double p_over[2];    /* script calls per acquisition - 3 - SUBSCRIBEs per acquisition */
+    double p_fair_vs_re; /* acquisitions/s, fair ÷ reentrant, same round */
+    double load1;        /* the 1-minute load average at the round's end */
 } bench_round;
 
 /* The sums of one side's slices in a round. */
@@ -197,8 +296,31 @@ typedef struct bench_acc {
 void bench_slice_floor(bench_ctx *x, int t, int n, bench_acc *a);
 void bench_slice_pairs(bench_ctx *x, int t, int n, bench_acc *a);
 void bench_speed(bench_acc *a, bench_round *out);
+/* One side's slice on a floor / an rlock handle of client c. */
+void bench_slice_floor_on(bench_ctx *x, bench_floor *f, int n, bench_side *d);
+void bench_slice_pairs_on(bench_ctx *x, rlock_client *c, rlock *l, int n, bench_side *d);
 void bench_scn_nested(bench_ctx *x, bench_round *out);
 void bench_scn_watchdog(bench_ctx *x, int held, bench_round *out);
+
+/* kinds.c: the scenarios of the lock kinds, called once per round. */
+/* Makes x->klock and x->kfloor (the reentrant lock's are the TCP pair's);
+ * warms them up. */
+void bench_kinds_open(bench_ctx *x);
+void bench_kinds_close(bench_ctx *x);
+/* Each kind but the reentrant: slices alternating floor and rlock pairs. */
+void bench_scn_kinds(bench_ctx *x, int round, bench_round *out);
+/* Every kind contended by x->contenders threads on one name, in turn. */
+void bench_scn_contended(bench_ctx *x, int round, bench_round *out);
+/* x->readers threads on one read lock; the floor the same. */
+void bench_scn_readers(bench_ctx *x, int round, bench_round *out);
+
+/* ---- check.c: each floor against the library, under MONITOR ------------ */
+
+/* One pair of each kind by the library, then by its floor, on one name,
+ * as MONITOR shows them; the commands compared with the client's
+ * identity, request ids and clock masked. Prints each kind's verdict;
+ * returns 0 when every kind matched. */
+int bench_check_main(bench_ctx *x);
 
 /* ---- report.c: rounds of every scenario, then the table of medians ----- */
 

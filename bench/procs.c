@@ -39,7 +39,11 @@ static void *worker(void *arg)
     procs_ctx *x = arg;
     redisContext *r = bench_connect(x->host, x->port);
     rlock *l;
+#ifdef BENCH_NO_LIB_KINDS
+    rlock_status st = rlock_new(x->c, x->name, &l);
+#else
     rlock_status st = x->fair ? rlock_new_fair(x->c, x->name, &l) : rlock_new(x->c, x->name, &l);
+#endif
     if (st != RLOCK_OK || rlock_lock(l, 30000) != RLOCK_OK || rlock_unlock(l) != RLOCK_OK) {
         bench_die("worker warm-up failed");
     }
@@ -104,8 +108,8 @@ static long long get_int(redisContext *r, const char *fmt, const char *name)
     return v;
 }
 
-static void one_kind(const char *host, int port, int procs, int threads, double seconds,
-                     bool fair)
+void bench_procs_run(const char *host, int port, int procs, int threads, double seconds, bool fair,
+                     bench_procs_result *out)
 {
     procs_ctx x = {host, port, threads, seconds, fair, {0}, NULL};
     snprintf(x.name, sizeof x.name, "rlock-bench:procs:%s:%d", fair ? "fair" : "reentrant",
@@ -140,7 +144,8 @@ static void one_kind(const char *host, int port, int procs, int threads, double 
     double sub = bench_info(r, "commandstats", "cmdstat_subscribe", "calls");
     double unsub = bench_info(r, "commandstats", "cmdstat_unsubscribe", "calls");
     scripts += eval == eval ? eval : 0; /* NaN when it never ran */
-    sub = (sub == sub ? sub : 0) + (unsub == unsub ? unsub : 0);
+    double sub_only = sub == sub ? sub : 0;
+    sub = sub_only + (unsub == unsub ? unsub : 0);
     freeReplyObject(bench_cmd(r, "SET %s:exit 1", x.name));
     for (int i = 0; i < procs; i++) {
         int status = 0;
@@ -162,15 +167,26 @@ static void one_kind(const char *host, int port, int procs, int threads, double 
     }
     freeReplyObject(rep);
     long long counter = get_int(r, "GET %s:counter", x.name);
-    printf("| %s | %d x %d | %.0f | %.3f | %.4f | %lld / %lld = %.3f | %s |\n",
-           fair ? "fair" : "reentrant", procs, threads, (double)total / elapsed,
-           scripts / (double)(total ? total : 1), sub / (double)(total ? total : 1), min, max,
-           max ? (double)min / (double)max : 0.0, counter == total ? "yes" : "NO");
-    fflush(stdout);
+    out->acq_per_s = (double)total / elapsed;
+    out->calls_per_acq = scripts / (double)(total ? total : 1);
+    out->subs_per_acq = sub / (double)(total ? total : 1);
+    out->sub_per_acq = sub_only / (double)(total ? total : 1);
+    out->min = min;
+    out->max = max;
+    out->min_max = max ? (double)min / (double)max : 0.0;
+    out->exact = counter == total;
     freeReplyObject(bench_cmd(r, "DEL %s %s:ready %s:go %s:exit %s:counts %s:counter", x.name,
                               x.name, x.name, x.name, x.name, x.name));
     redisFree(r);
     free(pid);
+}
+
+static void print_kind(int procs, int threads, bool fair, const bench_procs_result *o)
+{
+    printf("| %s | %d x %d | %.0f | %.3f | %.4f | %lld / %lld = %.3f | %s |\n",
+           fair ? "fair" : "reentrant", procs, threads, o->acq_per_s, o->calls_per_acq,
+           o->subs_per_acq, o->min, o->max, o->min_max, o->exact ? "yes" : "NO");
+    fflush(stdout);
 }
 
 int bench_procs_main(const char *host, int port, int procs, int threads, double seconds)
@@ -178,7 +194,12 @@ int bench_procs_main(const char *host, int port, int procs, int threads, double 
     printf("| kind | processes x threads | acquisitions/s | script calls per acquisition | "
            "(un)subscribes per acquisition | per-worker min / max | counter exact |\n"
            "|---|---|---|---|---|---|---|\n");
-    one_kind(host, port, procs, threads, seconds, true);
-    one_kind(host, port, procs, threads, seconds, false);
+    bench_procs_result o;
+#ifndef BENCH_NO_LIB_KINDS
+    bench_procs_run(host, port, procs, threads, seconds, true, &o);
+    print_kind(procs, threads, true, &o);
+#endif
+    bench_procs_run(host, port, procs, threads, seconds, false, &o);
+    print_kind(procs, threads, false, &o);
     return 0;
 }

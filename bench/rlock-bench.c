@@ -12,23 +12,69 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: rlock-bench [--url redis://HOST:PORT] [TLS] [--rounds R] [--held N] "
-               "[--quick] [--pin]\n"
-               "       rlock-bench --loop N [--url redis://HOST:PORT] [TLS --tls]\n"
-               "       rlock-bench --floor N [--url redis://HOST:PORT] [TLS --tls]\n"
-               "       rlock-bench --slices [--cpu N] [--url redis://HOST:PORT]   (bench/ab.sh)\n"
-               "       rlock-bench --procs P [--threads T] [--seconds S] [--url redis://HOST:PORT]\n"
-               "       rlock-bench --port P --scenario uncontended|contended [--n N]\n"
-               "                   [--duration S] [--workers W] [--lock-key K] "
-               "[--counter-key C]\n"
-               "TLS: --tls-url rediss://HOST:PORT [--cacert FILE] [--cert FILE [--key FILE]]\n"
-               "     [--tls-name NAME] [--tls-insecure]: the same server's TLS port\n"
-               "URL defaults to $RLOCK_URL, then redis://127.0.0.1:6379; --tls-url to "
-               "$RLOCK_TLS_URL,\n--cacert to $RLOCK_TLS_CACERT. R defaults to 5 (3 with "
-               "--quick), N (held\nwatchdog locks) to 10000 (1000 with --quick). --loop: "
-               "rlock's pairs; --floor: the\nsame scripts from a bare loop; --tls: over the TLS "
-               "port.\n--procs: P processes x T threads (2) on one fair lock, then one reentrant lock,\n"
-               "S seconds (5) each: rates, commands per acquisition, per-worker min/max.\n");
+    fprintf(
+        f,
+        "usage: rlock-bench [--url redis://HOST:PORT] [TLS] [--rounds R] [--held N] "
+        "[--quick] [--pin]\n"
+        "                   [--only LIST] [--contend T] [--readers R] [--threads T] "
+        "[--seconds S] [--smoke]\n"
+        "       rlock-bench --check [--url redis://HOST:PORT] [--quiet]\n"
+        "       rlock-bench --loop N [--kind K] [--url redis://HOST:PORT] [TLS --tls]\n"
+        "       rlock-bench --floor N [--kind K] [--url redis://HOST:PORT] [TLS --tls]\n"
+        "       rlock-bench --slices [--cpu N] [--url redis://HOST:PORT]   (bench/ab.sh)\n"
+        "       rlock-bench --procs P [--threads T] [--seconds S] [--url redis://HOST:PORT]\n"
+        "       rlock-bench --port P --scenario uncontended|contended [--n N]\n"
+        "                   [--duration S] [--workers W] [--lock-key K] "
+        "[--counter-key C]\n"
+        "TLS: --tls-url rediss://HOST:PORT [--cacert FILE] [--cert FILE [--key FILE]]\n"
+        "     [--tls-name NAME] [--tls-insecure]: the same server's TLS port\n"
+        "URL defaults to $RLOCK_URL, then redis://127.0.0.1:6379; --tls-url to "
+        "$RLOCK_TLS_URL,\n--cacert to $RLOCK_TLS_CACERT. R defaults to 5 (3 with "
+        "--quick), N (held\nwatchdog locks) to 10000 (1000 with --quick). --loop: "
+        "rlock's pairs; --floor: the\nsame scripts from a bare loop; --tls: over the TLS "
+        "port.\n--procs: P processes x T threads (2) on one fair lock, then one reentrant lock,\n"
+        "S seconds (5) each: rates, commands per acquisition, per-worker min/max.\n"
+        "--only: a comma-separated list of the report's scenarios (default all): pair\n"
+        "(floor and reentrant pairs, TCP and TLS), nested, watchdog, kinds (each kind\n"
+        "against its floor), contended (--contend threads (4) on one name, each kind),\n"
+        "readers (--readers R (8) against R bare loops), procs (4 processes x --threads\n"
+        "(2), fair and reentrant, --seconds (2; 1 with --quick) per kind and round).\n"
+        "--smoke: every scenario once, briefly (a check that they run, no figures).\n"
+        "--check: one pair of each kind by rlock and by its floor under MONITOR, the\n"
+        "commands compared; exit 1 when a floor differs.\n"
+        "K: reentrant (default), nonreentrant, fair, fair-nonreentrant, fenced, spin,\n"
+        "read, write.\n");
+}
+
+/* --only's list into BENCH_ONLY_* bits. */
+static unsigned only_of(const char *list)
+{
+    static const struct {
+        const char *name;
+        unsigned bit;
+    } names[] = {{"pair", BENCH_ONLY_PAIR},           {"nested", BENCH_ONLY_NESTED},
+                 {"watchdog", BENCH_ONLY_WATCHDOG},   {"kinds", BENCH_ONLY_KINDS},
+                 {"contended", BENCH_ONLY_CONTENDED}, {"readers", BENCH_ONLY_READERS},
+                 {"procs", BENCH_ONLY_PROCS}};
+    unsigned bits = 0;
+    for (const char *p = list; *p;) {
+        size_t n = strcspn(p, ",");
+        bool found = false;
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+            if (strlen(names[i].name) == n && strncmp(p, names[i].name, n) == 0) {
+                bits |= names[i].bit;
+                found = true;
+            }
+        }
+        if (!found) {
+            bench_die("--only: no scenario '%.*s'", (int)n, p);
+        }
+        p += n + (p[n] == ',');
+    }
+    if (!bits) {
+        bench_die("--only needs a scenario");
+    }
+    return bits;
 }
 
 static double number(int argc, char **argv, int *i, double min)
@@ -85,12 +131,12 @@ static void summary(uint64_t done, double s, double cpu_s, double cmds, uint64_t
 }
 
 /* n floor pairs after 300 warm-up pairs, one summary line. */
-static int floor_loop(bench_ctx *x, bool tls, uint64_t n)
+static int floor_loop(bench_ctx *x, bool tls, uint64_t n, bench_kind k)
 {
     char name[64];
     snprintf(name, sizeof name, "rlock-bench:floor:%ld", (long)getpid());
-    bench_floor *f = bench_floor_new(x->host, tls ? x->tls_port : x->port,
-                                     tls ? &x->tls : NULL, name);
+    bench_floor *f =
+        bench_floor_new(x->host, tls ? x->tls_port : x->port, tls ? &x->tls : NULL, name, k);
     bench_floor_pairs(f, 300, NULL);
     uint64_t cmds0 = bench_floor_commands(f);
     double cpu0 = bench_cpu_s(true);
@@ -102,11 +148,11 @@ static int floor_loop(bench_ctx *x, bool tls, uint64_t n)
     return 0;
 }
 
-static int loop(bench_ctx *x, bool tls, uint64_t n)
+static int loop(bench_ctx *x, bool tls, uint64_t n, bench_kind k)
 {
-    rlock_client *c = tls ? bench_client_tls(x->host, x->tls_port, &x->tls)
-                          : bench_client(x->host, x->port, 0);
-    rlock *l = bench_lock(c, "rlock-bench:loop");
+    rlock_client *c =
+        tls ? bench_client_tls(x->host, x->tls_port, &x->tls) : bench_client(x->host, x->port, 0);
+    rlock *l = bench_lock_kind(c, k, "rlock-bench:loop");
     uint64_t errors = 0;
     bench_pairs(l, 300, 0, NULL, &errors);
     uint64_t cmds0 = bench_stat(c, RLOCK_STAT_COMMANDS);
@@ -114,8 +160,8 @@ static int loop(bench_ctx *x, bool tls, uint64_t n)
     int64_t t0 = bench_now_ns();
     uint64_t done = bench_pairs(l, n, 0, NULL, &errors);
     double s = (double)(bench_now_ns() - t0) / 1e9;
-    summary(done, s, bench_cpu_s(true) - cpu0,
-            (double)(bench_stat(c, RLOCK_STAT_COMMANDS) - cmds0), errors);
+    summary(done, s, bench_cpu_s(true) - cpu0, (double)(bench_stat(c, RLOCK_STAT_COMMANDS) - cmds0),
+            errors);
     rlock_free(l);
     rlock_client_free(c);
     return errors ? 1 : 0;
@@ -132,7 +178,7 @@ static int slices(bench_ctx *x)
     rlock_client *c = bench_client(x->host, x->port, 0);
     rlock *l = bench_lock(c, name);
     snprintf(name, sizeof name, "rlock-bench:ab:%ld:floor", (long)getpid());
-    bench_floor *f = bench_floor_new(x->host, x->port, NULL, name);
+    bench_floor *f = bench_floor_new(x->host, x->port, NULL, name, BK_REENTRANT);
     if (x->cpu >= 0) {
         /* Only this thread, as --pin does in the report: the client's own
          * threads, made above, run wherever the scheduler puts them, as in
@@ -179,9 +225,13 @@ int main(int argc, char **argv)
     }
     int rounds = 0, held = 0;
     uint64_t loop_n = 0, floor_n = 0;
-    bool over_tls = false, sliced = false;
-    int procs = 0, threads = 2;
-    double seconds = 5;
+    bool over_tls = false, sliced = false, check = false;
+    int procs = 0, threads = 0;
+    double seconds = 0;
+    bench_kind kind = BK_REENTRANT;
+    x.only = BENCH_ONLY_ALL;
+    x.contenders = 4;
+    x.readers = 8;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -189,6 +239,21 @@ int main(int argc, char **argv)
             return 0;
         } else if (strcmp(a, "--quick") == 0) {
             x.quick = true;
+        } else if (strcmp(a, "--smoke") == 0) {
+            x.smoke = true;
+            x.quick = true;
+        } else if (strcmp(a, "--check") == 0) {
+            check = true;
+        } else if (strcmp(a, "--quiet") == 0) {
+            bench_quiet = true;
+        } else if (strcmp(a, "--only") == 0) {
+            x.only = only_of(text(argc, argv, &i));
+        } else if (strcmp(a, "--kind") == 0) {
+            kind = bench_kind_named(text(argc, argv, &i));
+        } else if (strcmp(a, "--contend") == 0) {
+            x.contenders = (int)number(argc, argv, &i, 1);
+        } else if (strcmp(a, "--readers") == 0) {
+            x.readers = (int)number(argc, argv, &i, 1);
         } else if (strcmp(a, "--url") == 0) {
             url = text(argc, argv, &i);
         } else if (strcmp(a, "--rounds") == 0) {
@@ -261,20 +326,31 @@ int main(int argc, char **argv)
     if (sliced) {
         return slices(&x);
     }
+    if (check) {
+        return bench_check_main(&x);
+    }
     if (procs > 0) {
-        return bench_procs_main(x.host, x.port, procs, threads, seconds);
+        return bench_procs_main(x.host, x.port, procs, threads ? threads : 2,
+                                seconds > 0 ? seconds : 5);
     }
     if (floor_n) {
-        return floor_loop(&x, over_tls, floor_n);
+        return floor_loop(&x, over_tls, floor_n, kind);
     }
     if (loop_n) {
-        return loop(&x, over_tls, loop_n);
+        return loop(&x, over_tls, loop_n, kind);
     }
     if (rounds == 0) {
-        rounds = x.quick ? 3 : 5;
+        rounds = x.smoke ? 1 : x.quick ? 3 : 5;
     }
     if (held == 0) {
-        held = x.quick ? 1000 : 10000;
+        held = x.smoke ? 100 : x.quick ? 1000 : 10000;
     }
+    /* The fair lock across processes: issue 16's 4 processes x 2 threads. */
+    x.procs = x.smoke ? 2 : 4;
+    x.threads = threads ? threads : 2;
+    x.procs_s = seconds > 0 ? seconds : x.smoke ? 0.2 : x.quick ? 1 : 2;
+#ifdef BENCH_NO_LIB_KINDS
+    x.only &= ~(unsigned)(BENCH_ONLY_READERS | BENCH_ONLY_PROCS);
+#endif
     return bench_report_main(&x, rounds, held);
 }

@@ -34,13 +34,8 @@ static void grow(bench_side *d, int n)
 }
 
 /* The floor (floor.c): rlock's scripts and arguments from a bare loop. */
-void bench_slice_floor(bench_ctx *x, int t, int n, bench_acc *a)
+void bench_slice_floor_on(bench_ctx *x, bench_floor *f, int n, bench_side *d)
 {
-    bench_floor *f = x->floor[t];
-    if (!f) {
-        return;
-    }
-    bench_side *d = &a->floor[t];
     grow(d, n);
     reset_stats(x);
     uint64_t cmds0 = bench_floor_commands(f);
@@ -55,18 +50,9 @@ void bench_slice_floor(bench_ctx *x, int t, int n, bench_acc *a)
     add_evalsha(x, &d->srv_calls, &d->srv_usec);
 }
 
-/* One thread, lock(WATCHDOG) + unlock of one name, n pairs, on the client
- * of transport t (none: nothing to measure). */
-void bench_slice_pairs(bench_ctx *x, int t, int n, bench_acc *a)
+/* One thread, lock(WATCHDOG) + unlock of l, n pairs. */
+void bench_slice_pairs_on(bench_ctx *x, rlock_client *c, rlock *l, int n, bench_side *d)
 {
-    rlock_client *c = t == BENCH_TLS ? x->ctls : x->c;
-    if (!c) {
-        return;
-    }
-    char name[96];
-    snprintf(name, sizeof name, "%s:unc%s", x->prefix, t == BENCH_TLS ? ":tls" : "");
-    rlock *l = bench_lock(c, name);
-    bench_side *d = &a->lib[t];
     grow(d, n);
     uint64_t errors = 0;
     reset_stats(x);
@@ -78,11 +64,32 @@ void bench_slice_pairs(bench_ctx *x, int t, int n, bench_acc *a)
     d->cpu_s += bench_cpu_s(true) - cpu0;
     d->cmds += (double)(bench_stat(c, RLOCK_STAT_COMMANDS) - cmds0);
     if (errors || done == 0) {
-        bench_die("uncontended: %llu errors", (unsigned long long)errors);
+        bench_die("uncontended %s: %llu errors", rlock_name(l), (unsigned long long)errors);
     }
     d->pairs += (double)done;
     d->nlat += done;
     add_evalsha(x, &d->srv_calls, &d->srv_usec);
+}
+
+void bench_slice_floor(bench_ctx *x, int t, int n, bench_acc *a)
+{
+    if (x->floor[t]) {
+        bench_slice_floor_on(x, x->floor[t], n, &a->floor[t]);
+    }
+}
+
+/* One thread, lock(WATCHDOG) + unlock of one name, n pairs, on the client
+ * of transport t (none: nothing to measure). */
+void bench_slice_pairs(bench_ctx *x, int t, int n, bench_acc *a)
+{
+    rlock_client *c = t == BENCH_TLS ? x->ctls : x->c;
+    if (!c) {
+        return;
+    }
+    char name[96];
+    snprintf(name, sizeof name, "%s:unc%s", x->prefix, t == BENCH_TLS ? ":tls" : "");
+    rlock *l = bench_lock(c, name);
+    bench_slice_pairs_on(x, c, l, n, &a->lib[t]);
     rlock_free(l);
 }
 
@@ -120,7 +127,7 @@ void bench_speed(bench_acc *a, bench_round *out)
  * hold count it moves from. */
 void bench_scn_nested(bench_ctx *x, bench_round *out)
 {
-    int rounds = x->quick ? 100 : 500;
+    int rounds = x->smoke ? 20 : x->quick ? 100 : 500;
     char name[96];
     snprintf(name, sizeof name, "%s:nest", x->prefix);
     rlock *l = bench_lock(x->c, name);
@@ -204,7 +211,7 @@ void bench_scn_watchdog(bench_ctx *x, int held, bench_round *out)
     out->wd_registry_b = (double)(heap2 - heap0) / held;
     out->wd_handle_b = (double)(heap1 - heap2) / held;
 
-    int periods = x->quick ? 2 : 3;
+    int periods = x->smoke ? 1 : x->quick ? 2 : 3;
     uint64_t calls0 = bench_stat(c, RLOCK_STAT_RENEWAL_CALLS);
     uint64_t renewed0 = bench_stat(c, RLOCK_STAT_RENEWED);
     double cpu0 = bench_cpu_s(true), rcpu0 = redis_cpu_s(x);

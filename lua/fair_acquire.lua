@@ -63,15 +63,17 @@ local function latch(v)
         redis.call('set', KEYS[4], v, 'px', ARGV[4])
     end
 end
+-- Before anything of the owner's is looked at: a read/write lock's reader
+-- field has the very name of this owner's field (as in acquire.lua).
+if redis.call('hexists', KEYS[1], 'mode') == 1 then
+    latch('0')
+    return {5, 0}
+end
 local raw = redis.call('hget', KEYS[1], ARGV[2])
 local n = tonumber(raw) or 0
 if raw ~= false and tonumber(raw) == nil then
     -- a field written by hand: refused as HINCRBY refuses it
     return redis.error_reply('ERR hash value is not an integer')
-end
-if redis.call('hexists', KEYS[1], 'mode') == 1 then
-    latch('0')
-    return {5, 0}
 end
 if resend and n == held + 1 then
     latch(n)

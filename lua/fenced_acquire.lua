@@ -20,7 +20,9 @@
 --        {3, 0}    this request was settled already (resent or abandoned):
 --                  this copy changes nothing
 --        {5, 0}    the name holds another kind of lock (a read/write lock's
---                  hash, with its 'mode' field): nothing changed
+--                  hash, with its 'mode' field), even when the owner is one
+--                  of its readers (same field name): nothing changed but,
+--                  on a resend, the latch ("0": no copy takes it later)
 -- A lock key, token key or fence record of another type fails a read
 -- (WRONGTYPE) before any write; a token key that is not an integer (of at
 -- most 18 characters) is refused, as INCR would refuse it, before any
@@ -60,6 +62,14 @@ if done ~= false then
         return {2, 0}
     end
     return {3, 0}
+end
+-- Before anything of the owner's is looked at: a read/write lock's reader
+-- field has the very name of this owner's field (as in acquire.lua).
+if redis.call('hexists', KEYS[1], 'mode') == 1 then
+    if resend then
+        redis.call('set', KEYS[2], '0', 'px', ARGV[4])
+    end
+    return {5, 0}
 end
 local raw = redis.call('hget', KEYS[1], ARGV[2])
 local n = tonumber(raw) or 0
@@ -101,9 +111,6 @@ if n > 0 or redis.call('exists', KEYS[1]) == 0 then
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
     return {1, n + 1, t}
-end
-if redis.call('hexists', KEYS[1], 'mode') == 1 then
-    return {5, 0}
 end
 if resend then
     redis.call('set', KEYS[2], '0', 'px', ARGV[4])

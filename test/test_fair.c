@@ -1032,6 +1032,16 @@ Test(fair, read_write_lock_or_other_type_at_the_name_is_ekind_untouched)
     freeReplyObject(rep);
     cr_assert_eq(th_exists(r, q), 0);
     th_run(r, "DEL %s", name);
+    /* A read/write lock's hash with a field of this very owner's name (a
+     * reader field, here one that is no number): 'mode' is looked at
+     * first, so it is another kind, not a hash value to refuse. */
+    char *owner = th_owner(c, rlock_thread_id());
+    th_run(r, "HSET %s mode read %s x", name, owner);
+    th_assert_status(rlock_try_lock(l, 0, RLOCK_WATCHDOG), RLOCK_EKIND);
+    cr_assert_eq(th_hlen(r, name), 2, "the read lock is untouched");
+    cr_assert_eq(th_exists(r, q), 0);
+    th_run(r, "DEL %s", name);
+    free(owner);
     free(q);
     free(t);
     rlock_free(l);

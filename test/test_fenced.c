@@ -875,6 +875,51 @@ Test(fenced, another_kind_or_type_is_ekind_and_untouched)
     free(name);
 }
 
+/* A read/write lock's hash whose reader field is this very owner's (the
+ * thread reads the name): the fenced acquire looks at 'mode' first, so a
+ * resend answers "another kind" ({5, 0}), takes nothing and writes its
+ * latch "0"; a copy of the request reaching Redis afterwards (a first
+ * send, by hand) finds the latch and changes nothing either. */
+Test(fenced, resend_finding_a_read_write_lock_of_its_own_reader_writes_the_latch)
+{
+    rlock_client *c = th_client(NULL, 0);
+    char *name = th_name("fenced-rwresend");
+    char *tk = token_key(name), *rec = record_key(name);
+    char *owner = th_owner(c, rlock_thread_id());
+    char latch[512];
+    snprintf(latch, sizeof latch, "rlock_acquire_latch:{%s}:77", name);
+    redisContext *r = th_redis(0);
+    th_run(r, "HSET %s mode read %s 1", name, owner);
+    th_run(r, "PEXPIRE %s 30000", name);
+    char *body = script_body("fenced_acquire.lua");
+    redisReply *re = th_cmd(r, "EVAL %s 4 %s %s %s %s 60000 %s 0 60000 1", body, name, latch,
+                            tk, rec, owner);
+    cr_assert(re->type == REDIS_REPLY_ARRAY && re->elements == 2 && re->element[0]->integer == 5,
+              "the resend was not told another kind holds the name");
+    freeReplyObject(re);
+    char v[32];
+    get_str(r, latch, v, sizeof v);
+    cr_assert_str_eq(v, "0", "the resend left no latch");
+    redisReply *late = th_cmd(r, "EVAL %s 4 %s %s %s %s 60000 %s 0 60000 0", body, name, latch,
+                              tk, rec, owner);
+    cr_assert(late->type == REDIS_REPLY_ARRAY && late->elements == 2 &&
+                  late->element[0]->integer == 3,
+              "the late copy was not told it was settled");
+    freeReplyObject(late);
+    cr_assert_eq(th_hget_int(r, name, owner), 1, "the reader's count was changed");
+    cr_assert_eq(th_hlen(r, name), 2);
+    cr_assert_eq(th_exists(r, tk), 0, "a token was taken");
+    cr_assert_eq(th_exists(r, rec), 0, "the fence record was made");
+    th_run(r, "DEL %s %s", name, latch);
+    free(body);
+    redisFree(r);
+    rlock_client_free(c);
+    free(owner);
+    free(rec);
+    free(tk);
+    free(name);
+}
+
 /* ---- fenced writes -------------------------------------------------------- */
 
 /* The holder's writes go through and leave their token in the record

@@ -154,7 +154,7 @@ static bool bgl_returned(bgl *b)
  * docs (api.md, "Never mix kinds on one name") promise RLOCK_EKIND and no
  * change. (acquire.lua and fair_acquire.lua look at 'mode' first, and
  * answer RLOCK_EKIND.) */
-Test(rev16, read_holder_asking_the_fenced_lock_of_its_name_is_ekind_untouched, .disabled = true)
+Test(rev16, read_holder_asking_the_fenced_lock_of_its_name_is_ekind_untouched)
 {
     char *name = th_name("f1");
     rlock *rd, *fe;

@@ -165,7 +165,7 @@ final class PortingGuide {
         check(!lock.isLocked(), "thread A released it");
     }
 
-    // §14
+    // §17
     private void spin() {
         RLock lock = redisson.getSpinLock("example:port_spin");
         lock.lock();
@@ -207,7 +207,7 @@ final class PortingGuide {
         check(next == null || (next > token && latest >= next), "fenced tokens");
     }
 
-    // §18
+    // §15
     private void readWrite() {
         RReadWriteLock rw = redisson.getReadWriteLock("example:port_rwlock");
         rw.readLock().lock();              // many readers at once
