@@ -21,9 +21,9 @@
  *   fair_waiter_*cut_off  a fair waiter whose link dies (its call ends
  *                      with an error, or is cancelled) and whose thread
  *                      makes no further call: once the link is back, the
- *                      free lock goes to the next waiter (disabled: a
- *                      defect, the place blocks the lock until its
- *                      deadline, 5 minutes for rlock_lock());
+ *                      free lock goes to the next waiter (the client's
+ *                      watchdog sends the unanswered give-up again
+ *                      within about a second of Redis answering);
  * and the races, for the fair, fenced, spin, read and write locks:
  *   force_unlock_vs_acquire  a force unlock racing a local acquire: an
  *                      acquisition that survived the delete is renewed, one
@@ -1012,16 +1012,6 @@ STATE_KINDS(kindraces, force_unlock_vs_acquire)
 STATE_KINDS(kindraces, nested_unlock_retry)
 STATE_KINDS(kindraces, reentry_after_loss)
 
-/* Defect (see fair_waiter_cut_off): a live thread's place in the fair
- * queue, left when its link died, keeps the free lock from everyone until
- * the place's deadline. Disabled so that make check stays green; enable
- * with the fix. */
-#define PER_KIND_DISABLED(suite, fn, tag, kind) \
-    Test(suite, fn##_##tag, .disabled = true)   \
-    {                                           \
-        fn(kind);                               \
-    }
-
-PER_KIND_DISABLED(kindfaults, fair_waiter_cut_off, fair, TK_FAIR)
-PER_KIND_DISABLED(kindfaults, fair_waiter_cut_off, fair_nonreentrant, TK_FAIR_NONREENTRANT)
-PER_KIND_DISABLED(kindfaults, fair_waiter_cancelled_cut_off, fair, TK_FAIR)
+PER_KIND(kindfaults, fair_waiter_cut_off, fair, TK_FAIR)
+PER_KIND(kindfaults, fair_waiter_cut_off, fair_nonreentrant, TK_FAIR_NONREENTRANT)
+PER_KIND(kindfaults, fair_waiter_cancelled_cut_off, fair, TK_FAIR)
