@@ -263,8 +263,10 @@ Test(giveup, watchdogs_give_up_never_takes_the_threads_fresh_place)
         removed += round_once(n, px, b, a, r) ? 1 : 0;
     }
     cr_log_info("the thread's fresh place was removed in %d of %d rounds", removed, ROUNDS);
-    cr_assert_eq(removed, 0, "the watchdog's give-up removed the thread's fresh place in %d of %d "
-                             "rounds", removed, ROUNDS);
+    cr_assert_eq(removed, 0,
+                 "the watchdog's give-up removed the thread's fresh place in %d of %d "
+                 "rounds",
+                 removed, ROUNDS);
     redisFree(r);
     rlock_client_free(a);
     rlock_client_free(b);
