@@ -41,6 +41,7 @@ struct rlock_client {
     pthread_mutex_t hold_mu;
     pthread_cond_t wd_cv;    /* wakes the watchdog */
     pthread_cond_t round_cv; /* a renewal round ended */
+    pthread_cond_t claim_cv; /* a record's claim ended (core/holds.c) */
     rlock__map holds;   /* lock name -> rlock__hold */
     rlock__map threads; /* thread id -> rlock__thread_holds */
     uint64_t next_epoch;
@@ -50,10 +51,10 @@ struct rlock_client {
     size_t cap_latches;
     int64_t latch_since_ms;
     bool wd_stop;
-    /* Records of exited threads carry a doubt to settle (orphan), tried
-     * by the watchdog at orphans_at. */
-    bool wd_orphans;
-    int64_t orphans_at;
+    /* Records the watchdog settles (an exited thread's doubt, a live
+     * thread's give-up in doubt) may be there: tried at doubts_at. */
+    bool wd_doubts;
+    int64_t doubts_at;
     bool wd_running;
     pthread_t wd_thread;
     /* The end of the watchdog's current wait, or -1 while it is not

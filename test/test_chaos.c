@@ -1368,6 +1368,36 @@ static void print_verdicts(report *rp)
     }
 }
 
+/* A fair lock's queue and deadlines (ms from now, by this clock) after the
+ * run: waiters that gave up, died or were abandoned leave their place only
+ * when they can say so or when their deadline passes. */
+static void print_fair_queue(redisContext *r, int k)
+{
+    char *q = th_prefixed("redisson_lock_queue", sh->names[k]);
+    char *z = th_prefixed("redisson_lock_timeout", sh->names[k]);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    long long wall = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    redisReply *ql = redisCommand(r, "LRANGE %s 0 -1", q);
+    if (ql && ql->type == REDIS_REPLY_ARRAY && ql->elements > 0) {
+        printf("  fair queue of %s:", sh->names[k]);
+        for (size_t i = 0; i < ql->elements; i++) {
+            redisReply *sc = redisCommand(r, "ZSCORE %s %s", z, ql->element[i]->str);
+            printf(" %s (deadline %+lld ms)", ql->element[i]->str,
+                   sc && sc->type == REDIS_REPLY_STRING ? atoll(sc->str) - wall : 0);
+            if (sc) {
+                freeReplyObject(sc);
+            }
+        }
+        printf("\n");
+    }
+    if (ql) {
+        freeReplyObject(ql);
+    }
+    free(q);
+    free(z);
+}
+
 /* 4: after the longest lease, with every worker done, no hold may remain. */
 static int left_behind(void)
 {
@@ -1376,6 +1406,9 @@ static int left_behind(void)
     cr_assert(r != NULL, "seed %llu: cannot reach the server after the run",
               (unsigned long long)seed);
     for (int k = 0; k < sh->nnames; k++) {
+        if (th_kinds[sh->kind[k]].fair) {
+            print_fair_queue(r, k);
+        }
         redisReply *rep = redisCommand(r, "HGETALL %s", sh->names[k]);
         if (rep && rep->type == REDIS_REPLY_ARRAY && rep->elements > 0) {
             n++;
@@ -1572,6 +1605,7 @@ static void chaos_run(const int *kinds, int nk)
     fflush(stdout);
 
     run_injector(seconds);
+    int64_t t_faults_end = now_ns(); /* workers still take locks until told to stop */
     atomic_store(&sh->stop, 1);
     for (int i = 0; i < cx.nsleepers; i++) {
         pthread_join(cx.sleepers[i], NULL);
@@ -1676,12 +1710,41 @@ static void chaos_run(const int *kinds, int nk)
             }
         }
         idle += all == 0;
+        /* The longest time nobody held it, from its first section to the
+         * end of the faults: a lock that stays free while its contenders
+         * fail to take it. */
+        int *ix = malloc(sizeof(int) * (size_t)(all + 1)), m = 0;
+        cr_assert(ix != NULL);
+        for (int i = 0; i < n; i++) {
+            if (sh->secs[i].name == k) {
+                ix[m++] = i;
+            }
+        }
+        qsort(ix, (size_t)m, sizeof ix[0], by_start);
+        int64_t covered = m ? sh->secs[ix[0]].end_ns : 0, gap = 0, gap_at = 0;
+        for (int i = 1; i < m; i++) {
+            section *x = &sh->secs[ix[i]];
+            if (x->start_ns - covered > gap) {
+                gap = x->start_ns - covered;
+                gap_at = covered;
+            }
+            if (x->end_ns > covered) {
+                covered = x->end_ns;
+            }
+        }
+        if (m && t_faults_end - covered > gap) { /* free from its last section on */
+            gap = t_faults_end - covered;
+            gap_at = covered;
+        }
+        free(ix);
         if (kinds[k] == TK_READ) {
             printf(" %s %d (read %d, write %d)", kind_label(kinds[k]), all, per[TK_READ],
                    per[TK_WRITE]);
         } else {
             printf(" %s %d", kind_label(kinds[k]), all);
         }
+        printf(" (longest free %.0f ms, from %.0f ms)", (double)gap / 1e6,
+               gap ? rel_ms(gap_at) : 0);
         printf("%s", k + 1 < nk ? "," : "\n");
     }
     bool any_rw = false, any_nr = false;

@@ -18,6 +18,12 @@
  *                      connection: exactly one level released or taken;
  *   fork_holder        a fork()ed child of a holder cannot unlock the
  *                      parent's hold, and the parent still holds it;
+ *   fair_waiter_*cut_off  a fair waiter whose link dies (its call ends
+ *                      with an error, or is cancelled) and whose thread
+ *                      makes no further call: once the link is back, the
+ *                      free lock goes to the next waiter (the client's
+ *                      watchdog sends the unanswered give-up again
+ *                      within about a second of Redis answering);
  * and the races, for the fair, fenced, spin, read and write locks:
  *   force_unlock_vs_acquire  a force unlock racing a local acquire: an
  *                      acquisition that survived the delete is renewed, one
@@ -294,6 +300,7 @@ typedef struct taker {
     int64_t hold_ms;
     rlock_status st, unlock_st;
     atomic_llong got_at; /* 0 until the lock call returned */
+    atomic_bool linger;  /* set: the thread stays alive until it is cleared */
     pthread_t th;
 } taker;
 
@@ -312,16 +319,28 @@ static void *taker_main(void *arg)
         t->unlock_st = rlock_unlock(l);
     }
     rlock_free(l);
+    while (atomic_load(&t->linger)) {
+        th_sleep_ms(10);
+    }
     return NULL;
+}
+
+/* linger: the thread stays alive after its calls until t->linger is
+ * cleared (a live thread that makes no further call for the name). */
+static void taker_run(taker *t, rlock_client *c, const th_kind *k, const char *name,
+                      int64_t wait_ms, int64_t hold_ms, bool linger)
+{
+    *t = (taker){.c = c, .k = k, .name = name, .wait_ms = wait_ms, .hold_ms = hold_ms};
+    t->st = t->unlock_st = (rlock_status)-1;
+    atomic_init(&t->got_at, 0);
+    atomic_init(&t->linger, linger);
+    cr_assert_eq(pthread_create(&t->th, NULL, taker_main, t), 0);
 }
 
 static void taker_start(taker *t, rlock_client *c, const th_kind *k, const char *name,
                         int64_t wait_ms, int64_t hold_ms)
 {
-    *t = (taker){.c = c, .k = k, .name = name, .wait_ms = wait_ms, .hold_ms = hold_ms};
-    t->st = t->unlock_st = (rlock_status)-1;
-    atomic_init(&t->got_at, 0);
-    cr_assert_eq(pthread_create(&t->th, NULL, taker_main, t), 0);
+    taker_run(t, c, k, name, wait_ms, hold_ms, false);
 }
 
 static bool taker_returned(taker *t)
@@ -809,6 +828,153 @@ static void reentry_after_loss(int kind)
     free(name);
 }
 
+/* ---- a fair waiter cut off from Redis ------------------------------------ */
+
+/* A waiter of the fair lock (rlock_lock(): its place in Redis's queue has
+ * a deadline of fair_wait_timeout_ms, 5 minutes) whose link goes dead: its
+ * attempts and its give-up go unanswered, and its call returns an error.
+ * The thread lives on and makes no further call for the name. Once the
+ * link is back, the lock, free by then, must go to the next waiter: the
+ * client knows the place it may have left (the request in doubt it keeps),
+ * and docs/api.md says a waiter whose wait ends with an error leaves the
+ * queue. A place left to its deadline keeps the free lock from everyone
+ * for up to 5 minutes. */
+static void fair_waiter_cut_off(int kind)
+{
+    const th_kind *k = &th_kinds[kind];
+    char *name = kname("cut-off", k);
+    tp_proxy *px = th_proxy_start(srv.port);
+    char u[64];
+    snprintf(u, sizeof u, "redis://127.0.0.1:%d", tp_port(px));
+    rlock_config cfg;
+    rlock_config_init(&cfg);
+    cfg.url = u;
+    cfg.command_timeout_ms = 300;
+    cfg.connect_timeout_ms = 300;
+    cfg.retry_timeout_ms = 1500;
+    cfg.subscribe_timeout_ms = 1000;
+    rlock_client *b = th_client_cfg(&cfg);
+    rlock_client *a = client(WD_MS, 1000, 5000, NULL);
+    rlock *la = th_kind_new(a, k, name);
+    th_ok(rlock_lock(la, 2000)); /* an explicit lease: the waiter retries when it ends */
+    taker w;
+    taker_run(&w, b, k, name, RLOCK_WAIT_FOREVER, 0, true);
+    redisContext *r = admin();
+    cr_assert(TH_POLL(th_fair_queued(r, name) == 1, 3000), "the waiter did not queue");
+    tp_mute(px, true); /* its link goes half-dead: nothing it sends is answered */
+    cr_assert(TH_POLL(taker_returned(&w), 10000), "the waiter is still waiting");
+    cr_assert(w.st == RLOCK_EIO || w.st == RLOCK_ETIMEDOUT, "the cut-off waiter returned %s",
+              rlock_status_name(w.st));
+    th_wait_exists(r, name, 0, 3000); /* the holder's lease is over: the lock is free */
+    tp_mute(px, false);
+    tp_drop(px); /* the link is back: its client reconnects */
+    long long queued = th_fair_queued(r, name);
+    rlock_client *c = client(WD_MS, 1000, 5000, NULL);
+    rlock *lc = th_kind_new(c, k, name);
+    int64_t t0 = th_now_ms();
+    rlock_status st = rlock_try_lock(lc, th_ms(5000), RLOCK_WATCHDOG);
+    cr_log_info("%s: the cut-off waiter returned %s; its link back, %lld waiter(s) queued; the "
+                "next waiter's try_lock(5 s): %s after %lld ms",
+                k->id, rlock_status_name(w.st), queued, rlock_status_name(st),
+                (long long)(th_now_ms() - t0));
+    th_assert_status(st, RLOCK_OK);
+    th_ok(rlock_unlock(lc));
+    atomic_store(&w.linger, false);
+    pthread_join(w.th, NULL);
+    rlock_free(lc);
+    rlock_free(la);
+    rlock_client_free(c);
+    rlock_client_free(a);
+    rlock_client_free(b);
+    th_kind_assert_free(r, k, name);
+    redisFree(r);
+    tp_free(px);
+    free(name);
+}
+
+/* The same place left by a waiter cancelled while its link is dead: its
+ * last attempt was answered (queued behind the holder), its give-up goes
+ * unanswered. The thread lives on and makes no further call for the name;
+ * closing its client would give the place back, but the client stays
+ * open. The lock, released once the link is back, must go to the next
+ * waiter. */
+typedef struct cancelled_waiter {
+    rlock *l;
+    rlock_cancel *cancel;
+    rlock_status st;
+    atomic_bool done;
+    atomic_bool linger;
+} cancelled_waiter;
+
+static void *cancelled_main(void *arg)
+{
+    cancelled_waiter *x = arg;
+    x->st = rlock_lock_ex(x->l, RLOCK_WAIT_FOREVER, RLOCK_WATCHDOG, x->cancel, NULL);
+    atomic_store(&x->done, true);
+    while (atomic_load(&x->linger)) {
+        th_sleep_ms(10);
+    }
+    return NULL;
+}
+
+static void fair_waiter_cancelled_cut_off(int kind)
+{
+    const th_kind *k = &th_kinds[kind];
+    char *name = kname("cancel-cut-off", k);
+    tp_proxy *px = th_proxy_start(srv.port);
+    char u[64];
+    snprintf(u, sizeof u, "redis://127.0.0.1:%d", tp_port(px));
+    rlock_config cfg;
+    rlock_config_init(&cfg);
+    cfg.url = u;
+    cfg.command_timeout_ms = 300;
+    cfg.connect_timeout_ms = 300;
+    cfg.retry_timeout_ms = 1500;
+    rlock_client *b = th_client_cfg(&cfg);
+    rlock_client *a = client(WD_MS, 1000, 5000, NULL);
+    rlock *la = th_kind_new(a, k, name);
+    th_ok(rlock_lock(la, RLOCK_WATCHDOG));
+    cancelled_waiter x = {.l = th_kind_new(b, k, name)};
+    th_ok(rlock_cancel_new(&x.cancel));
+    atomic_init(&x.done, false);
+    atomic_init(&x.linger, true);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, cancelled_main, &x), 0);
+    redisContext *r = admin();
+    cr_assert(TH_POLL(th_fair_queued(r, name) == 1, 3000), "the waiter did not queue");
+    tp_mute(px, true);
+    rlock_cancel_fire(x.cancel);
+    cr_assert(TH_POLL(atomic_load(&x.done), 5000), "the cancelled waiter is still waiting");
+    th_assert_status(x.st, RLOCK_ECANCELED);
+    th_sleep_ms(th_ms(1000)); /* its give-up, unanswered, times out */
+    tp_mute(px, false);
+    tp_drop(px); /* the link is back */
+    th_ok(rlock_unlock(la));
+    rlock_client *c = client(WD_MS, 1000, 5000, NULL);
+    rlock *lc = th_kind_new(c, k, name);
+    int64_t t0 = th_now_ms();
+    rlock_status st = rlock_try_lock(lc, th_ms(5000), RLOCK_WATCHDOG);
+    cr_log_info("%s: a waiter cancelled while cut off: %lld waiter(s) queued; the next "
+                "waiter's try_lock(5 s): %s after %lld ms",
+                k->id, th_fair_queued(r, name), rlock_status_name(st),
+                (long long)(th_now_ms() - t0));
+    th_assert_status(st, RLOCK_OK);
+    th_ok(rlock_unlock(lc));
+    atomic_store(&x.linger, false);
+    pthread_join(th, NULL);
+    rlock_free(x.l);
+    rlock_client_free(b);
+    th_kind_assert_free(r, k, name);
+    rlock_free(lc);
+    rlock_free(la);
+    rlock_cancel_free(x.cancel);
+    rlock_client_free(c);
+    rlock_client_free(a);
+    redisFree(r);
+    tp_free(px);
+    free(name);
+}
+
 /* ---- the tests, per kind ---------------------------------------------------- */
 
 #define PER_KIND(suite, fn, tag, kind) \
@@ -845,3 +1011,7 @@ EVERY_KIND(kindfaults, fork_holder)
 STATE_KINDS(kindraces, force_unlock_vs_acquire)
 STATE_KINDS(kindraces, nested_unlock_retry)
 STATE_KINDS(kindraces, reentry_after_loss)
+
+PER_KIND(kindfaults, fair_waiter_cut_off, fair, TK_FAIR)
+PER_KIND(kindfaults, fair_waiter_cut_off, fair_nonreentrant, TK_FAIR_NONREENTRANT)
+PER_KIND(kindfaults, fair_waiter_cancelled_cut_off, fair, TK_FAIR)

@@ -27,6 +27,9 @@ struct rlock_client;
 #define RLOCK__DEFAULT_FAIR_WAIT_MS 300000 /* Redisson's fairLockWaitTimeout */
 #define RLOCK__DEFAULT_SPIN_MIN_MS 1
 #define RLOCK__DEFAULT_SPIN_MAX_MS 128
+/* The watchdog settles a doubt a thread left (an exited thread's, a live
+ * thread's give-up) this long after it was left or the last try failed. */
+#define RLOCK__DOUBT_RETRY_MS 1000
 /* The unlock latch's TTL: Redisson's is 16-20 s with its defaults; a fixed
  * 20 s covers our own retries (spec 0.3). */
 #define RLOCK__LATCH_TTL_MS 20000
@@ -185,7 +188,10 @@ typedef struct rlock__holder {
     bool pending;       /* an unlock got no reply: resend pending_rid */
     bool acquiring;     /* its thread is between prepare and the outcome */
     bool orphan;        /* its thread exited with this doubt: the watchdog
-                           settles it (c->wd_orphans) */
+                           settles it (c->wd_doubts) */
+    bool settling;      /* claimed: one settler (its thread, the watchdog,
+                           the close) is sending its doubts; every other
+                           waits on c->claim_cv or passes (I4) */
     bool giving_up;     /* a waiter's give-up (the fair lock leaving Redis's
                            queue) got no answer: sent again, with the wait
                            give_up_wait_ms, until Redis answers it */
@@ -224,6 +230,7 @@ typedef struct rlock__hold_view {
     int64_t lease_ms; /* the TTL a partial unlock sets: that of the levels
                          left below the one released */
     bool lost, suspect, pending, in_round, giving_up;
+    bool orphan; /* its thread exited */
     int64_t give_up_wait_ms;
     bool ends_watchdog; /* a partial unlock now releases the watchdog-mode
                            level: the hold leaves watchdog mode */
@@ -313,9 +320,29 @@ void rlock__hold_set_pending(struct rlock_client *c, const char *name, size_t le
 /* Keeps (on, with the wait it was sent with and its kind) or clears a
  * waiter's give-up that got no answer: it is sent again (it is safe to run
  * twice) by the thread's next call on the name, at close, or by the
- * watchdog once the thread has exited, as an acquire in doubt is settled. */
+ * watchdog (a second later, and every second until Redis answers it),
+ * whether the thread lives or has exited, under the record's claim. */
 void rlock__hold_set_give_up(struct rlock_client *c, const char *name, size_t len, uint64_t tid,
                              bool on, int64_t wait_ms, const struct rlock__kind *kind);
+/* Who claims a record to settle its doubts (docs/engine.md, I4). */
+typedef enum rlock__claimer {
+    RLOCK__CLAIM_WAIT, /* the thread itself, or the close: waits while
+                          another settler has the claim */
+    RLOCK__CLAIM_TRY   /* the watchdog: passes when the record is claimed,
+                          and, of a live thread, unless it has a give-up
+                          in doubt and its thread is not acquiring */
+} rlock__claimer;
+/* The view of (name, tid) (*v) and, when it has a doubt to settle (an
+ * acquire, a give-up, with pending_too an unlock), the claim of it
+ * (*claimed): nobody else sends its doubts until rlock__hold_unclaim().
+ * RLOCK__CLAIM_WAIT waits for another's claim until deadline_ms (< 0:
+ * none), then RLOCK_ETIMEDOUT. One lookup when nothing is in doubt. */
+rlock_status rlock__hold_claim(struct rlock_client *c, const char *name, size_t len,
+                               uint64_t tid, rlock__claimer who, bool pending_too,
+                               int64_t deadline_ms, rlock__hold_view *v, bool *claimed);
+/* Ends the claim: drops the record if nothing is left to track, wakes
+ * whoever waits for it. */
+void rlock__hold_unclaim(struct rlock_client *c, const char *name, size_t len, uint64_t tid);
 /* Ends an acquire that took nothing, and drops the record if nothing is
  * left to track (count 0, nothing in doubt). */
 void rlock__hold_tidy(struct rlock_client *c, const char *name, size_t len, uint64_t tid);

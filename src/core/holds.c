@@ -105,12 +105,13 @@ void rlock__holder_remove(rlock_client *c, rlock__hold *h, rlock__holder *x)
 }
 
 /* A record with nothing to remember goes, unless a renewal round still
- * refers to it (then the round's end tidies it) or its thread is in the
- * middle of an acquire (the record must be there for the outcome). */
+ * refers to it (then the round's end tidies it), its thread is in the
+ * middle of an acquire (the record must be there for the outcome) or a
+ * settler has claimed it (its unclaim tidies it). */
 static void tidy(rlock_client *c, rlock__hold *h, rlock__holder *x)
 {
     if (x->count == 0 && x->lost_levels == 0 && !x->suspect && !x->pending && !x->giving_up &&
-        !x->in_round && !x->acquiring) {
+        !x->in_round && !x->acquiring && !x->settling) {
         rlock__holder_remove(c, h, x);
     }
 }
@@ -120,6 +121,7 @@ rlock_status rlock__holds_init(rlock_client *c)
     pthread_mutex_init(&c->hold_mu, NULL);
     rlock__cond_init(&c->wd_cv);
     rlock__cond_init(&c->round_cv);
+    rlock__cond_init(&c->claim_cv);
     c->wd_sleep_until = -1;
     rlock_status st = rlock__map_init(&c->holds);
     if (st == RLOCK_OK && (st = rlock__map_init(&c->threads)) != RLOCK_OK) {
@@ -167,6 +169,7 @@ void rlock__holds_free(rlock_client *c)
         pthread_mutex_destroy(&c->hold_mu);
         pthread_cond_destroy(&c->wd_cv);
         pthread_cond_destroy(&c->round_cv);
+        pthread_cond_destroy(&c->claim_cv);
     }
 }
 
@@ -292,13 +295,11 @@ static void thread_told(rlock_client *c, rlock__holder *x, int64_t sent_ms, int6
     wake_if_due_sooner(c, x);
 }
 
-void rlock__hold_view_of(rlock_client *c, const char *name, size_t len, uint64_t tid,
-                         rlock__hold_view *v)
+/* The view of x (NULL: no record). hold_mu held. */
+static void view_locked(rlock_client *c, const rlock__holder *x, rlock__hold_view *v)
 {
     memset(v, 0, sizeof *v);
     v->token = -1;
-    pthread_mutex_lock(&c->hold_mu);
-    rlock__holder *x = find(c, name, len, tid);
     if (x) {
         v->count = x->count;
         v->token = x->count > 0 ? x->token : -1;
@@ -323,8 +324,68 @@ void rlock__hold_view_of(rlock_client *c, const char *name, size_t len, uint64_t
         v->giving_up = x->giving_up;
         v->give_up_wait_ms = x->give_up_wait_ms;
         v->give_up_kind = x->giving_up ? x->give_up_kind : NULL;
+        v->orphan = x->orphan;
     }
     v->lease_ms = x ? ttl_below(c, x, x->count - 1) : c->cfg.watchdog_timeout_ms;
+}
+
+void rlock__hold_view_of(rlock_client *c, const char *name, size_t len, uint64_t tid,
+                         rlock__hold_view *v)
+{
+    pthread_mutex_lock(&c->hold_mu);
+    view_locked(c, find(c, name, len, tid), v);
+    pthread_mutex_unlock(&c->hold_mu);
+}
+
+rlock_status rlock__hold_claim(rlock_client *c, const char *name, size_t len, uint64_t tid,
+                               rlock__claimer who, bool pending_too, int64_t deadline_ms,
+                               rlock__hold_view *v, bool *claimed)
+{
+    *claimed = false;
+    pthread_mutex_lock(&c->hold_mu);
+    rlock__holder *x = find(c, name, len, tid);
+    while (x && x->settling) {
+        if (who == RLOCK__CLAIM_TRY) {
+            view_locked(c, x, v);
+            pthread_mutex_unlock(&c->hold_mu);
+            return RLOCK_OK; /* another settler's: it is being settled */
+        }
+        /* The other settler's sends end by its deadline (a command
+         * timeout): this wait is as bounded. */
+        if (!rlock__cond_wait_until(&c->claim_cv, &c->hold_mu, deadline_ms)) {
+            pthread_mutex_unlock(&c->hold_mu);
+            return rlock__fail(RLOCK_ETIMEDOUT, "the client's watchdog is still settling this "
+                                                "thread's earlier request on the name");
+        }
+        x = find(c, name, len, tid); /* its unclaim may have dropped it */
+    }
+    view_locked(c, x, v);
+    bool doubt = x && (x->suspect || x->giving_up || (pending_too && x->pending));
+    if (doubt && who == RLOCK__CLAIM_TRY && !x->orphan) {
+        /* A live thread's: only a give-up (the place it holds up in
+         * Redis's queue), and never while the thread is in an acquire,
+         * whose own settling came before its attempts. Its other doubts
+         * wait for its next call, which they concern. */
+        doubt = x->giving_up && !x->acquiring;
+    }
+    if (doubt) {
+        x->settling = true;
+        *claimed = true;
+    }
+    pthread_mutex_unlock(&c->hold_mu);
+    return RLOCK_OK;
+}
+
+void rlock__hold_unclaim(rlock_client *c, const char *name, size_t len, uint64_t tid)
+{
+    pthread_mutex_lock(&c->hold_mu);
+    rlock__hold *h = find_hold(c, name, len);
+    rlock__holder *x = find_holder(h, tid);
+    if (x) { /* always: a claimed record stays */
+        x->settling = false;
+        tidy(c, h, x);
+    }
+    pthread_cond_broadcast(&c->claim_cv);
     pthread_mutex_unlock(&c->hold_mu);
 }
 
@@ -535,6 +596,15 @@ void rlock__hold_set_give_up(rlock_client *c, const char *name, size_t len, uint
         x->giving_up = on;
         x->give_up_wait_ms = on ? wait_ms : 0;
         x->give_up_kind = on ? kind : NULL;
+        if (on && !c->wd_doubts) {
+            /* The watchdog sends it again a second later, and every
+             * second until Redis answers, if the thread's own next call
+             * on the name has not (I4): its place holds up every waiter
+             * behind it. */
+            c->wd_doubts = true;
+            c->doubts_at = rlock__now_ms() + RLOCK__DOUBT_RETRY_MS;
+            pthread_cond_signal(&c->wd_cv);
+        }
         tidy(c, h, x);
     }
     pthread_mutex_unlock(&c->hold_mu);
@@ -603,12 +673,13 @@ void rlock__holds_thread_exit(rlock_client *c, uint64_t tid)
         if (x->count > 0 && x->wd_depth > 0 && !x->lost && c->lost_fn) {
             c->lost_fn(c->lost_arg, h->name, h->namelen, x->tid, x->epoch, true);
         }
-        if (x->suspect || x->pending || x->giving_up) {
+        if (x->suspect || x->pending || x->giving_up || x->settling) {
             /* An acquire that may have run, an unlock that may not have,
              * a give-up that may not have: rlock_client_free() settles
              * them (it finds them here), or the first would stay held for
              * its lease after a clean shutdown (the last, queued until its
-             * deadline). The thread holds nothing any more. */
+             * deadline). The thread holds nothing any more. A record the
+             * watchdog has claimed stays until its unclaim. */
             x->count = 0;
             x->wd_depth = 0;
             x->expires_ms = -1;
@@ -616,9 +687,9 @@ void rlock__holds_thread_exit(rlock_client *c, uint64_t tid)
              * now, not only the close (a late acquire of a long explicit
              * lease would hold the lock that long). */
             x->orphan = true;
-            if (!c->wd_orphans) {
-                c->wd_orphans = true;
-                c->orphans_at = rlock__now_ms();
+            if (!c->wd_doubts || c->doubts_at > rlock__now_ms()) {
+                c->wd_doubts = true;
+                c->doubts_at = rlock__now_ms();
                 pthread_cond_signal(&c->wd_cv);
             }
             continue;

@@ -311,14 +311,44 @@ static rlock_status settle_pending(rlock *l, uint64_t tid, const char *owner,
     return RLOCK_OK;
 }
 
-rlock_status rlock__settle(rlock *l, uint64_t tid, bool pending_too, int64_t deadline_ms)
+static rlock_status settle_claimed(rlock *l, uint64_t tid, bool pending_too,
+                                   rlock__hold_view v, int64_t deadline_ms);
+
+/* rlock__settle() by who: the record is claimed first, so that no two
+ * settlers send its doubts at once, and its thread sends nothing on the
+ * name (its next call begins here) until the watchdog's give-up has been
+ * answered or its send has ended (docs/engine.md, I4). */
+static rlock_status settle(rlock *l, uint64_t tid, bool pending_too, rlock__claimer who,
+                           int64_t deadline_ms)
 {
     rlock_client *c = l->c;
     rlock__hold_view v;
-    rlock__hold_view_of(c, l->key, l->keylen, tid, &v);
-    if (!v.suspect && !v.giving_up && !(pending_too && v.pending)) {
-        return RLOCK_OK; /* the common case: one lookup */
+    bool claimed;
+    rlock_status st =
+        rlock__hold_claim(c, l->key, l->keylen, tid, who, pending_too, deadline_ms, &v, &claimed);
+    if (st != RLOCK_OK || !claimed) {
+        return st; /* the common case: one lookup, nothing in doubt */
     }
+    if (who == RLOCK__CLAIM_TRY && !v.orphan) {
+        /* A live thread's give-up (and the acquire in doubt it follows):
+         * an unanswered unlock is its thread's to retry, with its id. */
+        pending_too = false;
+    }
+    st = settle_claimed(l, tid, pending_too, v, deadline_ms);
+    rlock__hold_unclaim(c, l->key, l->keylen, tid);
+    return st;
+}
+
+rlock_status rlock__settle(rlock *l, uint64_t tid, bool pending_too, int64_t deadline_ms)
+{
+    return settle(l, tid, pending_too, RLOCK__CLAIM_WAIT, deadline_ms);
+}
+
+/* The record of (l's name, tid) is claimed, v its view. */
+static rlock_status settle_claimed(rlock *l, uint64_t tid, bool pending_too,
+                                   rlock__hold_view v, int64_t deadline_ms)
+{
+    rlock_client *c = l->c;
     char owner[RLOCK__OWNER_MAX];
     rlock__owner(c, tid, owner);
     rlock_status st = RLOCK_OK;
@@ -378,7 +408,7 @@ typedef struct doubt {
 typedef struct doubts {
     doubt *v;
     size_t n, cap;
-    bool orphans_only;
+    bool background; /* the watchdog's share */
 } doubts;
 
 static void collect_doubt(rlock__map_node *node, void *arg)
@@ -392,8 +422,11 @@ static void collect_doubt(rlock__map_node *node, void *arg)
                                : x->pending && x->pending_kind     ? x->pending_kind
                                : x->giving_up && x->give_up_kind ? x->give_up_kind
                                                                    : x->kind;
+        /* The watchdog's share: exited threads' doubts, live threads'
+         * give-ups (rlock__hold_claim() decides, under the mutex, at the
+         * moment of sending). */
         if ((!x->suspect && !x->pending && !x->giving_up) || !k ||
-            (d->orphans_only && !x->orphan)) {
+            (d->background && !x->orphan && !x->giving_up)) {
             continue;
         }
         if (d->n == d->cap) {
@@ -414,9 +447,9 @@ static void collect_doubt(rlock__map_node *node, void *arg)
     }
 }
 
-static bool settle_once(rlock_client *c, int64_t deadline_ms, bool orphans_only)
+static bool settle_once(rlock_client *c, int64_t deadline_ms, bool background)
 {
-    doubts d = {NULL, 0, 0, orphans_only};
+    doubts d = {NULL, 0, 0, background};
     pthread_mutex_lock(&c->hold_mu);
     rlock__map_each(&c->holds, collect_doubt, &d);
     pthread_mutex_unlock(&c->hold_mu);
@@ -425,10 +458,13 @@ static bool settle_once(rlock_client *c, int64_t deadline_ms, bool orphans_only)
         rlock l;
         if (rlock__now_ms() < deadline_ms &&
             rlock__handle_init(&l, c, d.v[i].kind, d.v[i].name, d.v[i].len) == RLOCK_OK) {
-            rlock__settle(&l, d.v[i].tid, true, deadline_ms);
+            settle(&l, d.v[i].tid, true, background ? RLOCK__CLAIM_TRY : RLOCK__CLAIM_WAIT,
+                   deadline_ms);
             rlock__hold_view v;
             rlock__hold_view_of(c, l.key, l.keylen, d.v[i].tid, &v);
-            settled = settled && !v.suspect && !v.pending && !v.giving_up;
+            /* A live thread's other doubts are not the watchdog's. */
+            bool mine = !background || v.orphan;
+            settled = settled && !v.giving_up && !(mine && (v.suspect || v.pending));
             rlock__handle_fini(&l);
         } else {
             settled = false;
@@ -439,15 +475,15 @@ static bool settle_once(rlock_client *c, int64_t deadline_ms, bool orphans_only)
     return settled;
 }
 
-bool rlock__settle_all(rlock_client *c, int64_t deadline_ms, bool orphans_only)
+bool rlock__settle_all(rlock_client *c, int64_t deadline_ms, bool background)
 {
     /* The watchdog tries again on its own (every second); the close uses
      * its whole budget, since a pool backing off after a failed connect,
      * or a link just back, answers a moment later. */
     for (;;) {
-        bool settled = settle_once(c, deadline_ms, orphans_only);
+        bool settled = settle_once(c, deadline_ms, background);
         int64_t left = deadline_ms - rlock__now_ms();
-        if (settled || orphans_only || left <= 0) {
+        if (settled || background || left <= 0) {
             return settled;
         }
         rlock__sleep_ms(left < 50 ? left : 50);

@@ -344,14 +344,19 @@ rlock_status rlock__release(struct rlock *l);
  * Else RLOCK_OK. */
 rlock_status rlock__layout_check(const struct rlock *l, const rlock__hold_view *v);
 /* Settles what earlier calls of thread tid on l's name left in doubt, each
- * with the scripts of its own kind (which may not be l's): an acquire
- * that may have run (released if it did), an unanswered unlock (sent
- * again with its id). Cheap when nothing is in doubt. */
+ * with the scripts of its own kind (which may not be l's): a give-up (sent
+ * again), an acquire that may have run (released if it did), with
+ * pending_too an unanswered unlock (sent again with its id). Cheap when
+ * nothing is in doubt. Every call of a thread on a name begins here: it
+ * waits (until deadline_ms, then RLOCK_ETIMEDOUT) while the watchdog is
+ * settling the record's give-up (docs/engine.md, I4). */
 rlock_status rlock__settle(struct rlock *l, uint64_t tid, bool pending_too, int64_t deadline_ms);
-/* At close: settles every (name, thread) with something in doubt. */
-/* With orphans_only, only the records of exited threads (the watchdog's
- * share). Returns false when something is still in doubt. */
-bool rlock__settle_all(struct rlock_client *c, int64_t deadline_ms, bool orphans_only);
+/* At close: settles every (name, thread) with something in doubt.
+ * background: the watchdog's share only: exited threads' doubts and live
+ * threads' give-ups, each only if no other settler has claimed it and its
+ * thread is not acquiring. Returns false when something of that share is
+ * still in doubt. */
+bool rlock__settle_all(struct rlock_client *c, int64_t deadline_ms, bool background);
 
 /* ---- the watchdog (watchdog.c) --------------------------------------- */
 

@@ -39,8 +39,6 @@
  * per DEL, and at most this long after. */
 #define LATCH_BATCH 256
 #define LATCH_FLUSH_MS 1000
-/* An exited thread's doubt that could not be settled is tried again. */
-#define ORPHAN_RETRY_MS 1000
 
 /* How long before its lease can run out in Redis an unconfirmed hold is
  * reported lost: a tenth of the lease, time enough for the report to
@@ -288,7 +286,7 @@ static void end_round(rlock_client *c, renewal *v, const int64_t *res, size_t n,
             x->wd_depth = 0;
         }
         if (x->count == 0 && x->lost_levels == 0 && !x->suspect && !x->pending &&
-            !x->giving_up && !x->acquiring) {
+            !x->giving_up && !x->acquiring && !x->settling) {
             /* Released during the round: the record waited for it (unless
              * its thread is acquiring again right now: then it is its). */
             rlock__holder_remove(c, h, x);
@@ -457,17 +455,18 @@ static void *watchdog_main(void *arg)
             next_round = rlock__now_ms() + period;
             continue;
         }
-        if (c->wd_orphans && now >= c->orphans_at) {
-            /* Exited threads' doubts: settled within the report deadline
-             * this thread owes, else again a second later. */
-            c->wd_orphans = false;
+        if (c->wd_doubts && now >= c->doubts_at) {
+            /* Exited threads' doubts, live threads' give-ups: settled
+             * within the report deadline this thread owes, else again a
+             * second later. */
+            c->wd_doubts = false;
             pthread_mutex_unlock(&c->hold_mu);
             int64_t by = rlock__min_deadline(now + c->cfg.command_timeout_ms, tell);
             bool done = rlock__settle_all(c, by, true);
             pthread_mutex_lock(&c->hold_mu);
-            if (!done) {
-                c->wd_orphans = true;
-                c->orphans_at = rlock__now_ms() + ORPHAN_RETRY_MS;
+            if (!done && !c->wd_doubts) {
+                c->wd_doubts = true;
+                c->doubts_at = rlock__now_ms() + RLOCK__DOUBT_RETRY_MS;
             }
             continue;
         }
@@ -478,8 +477,8 @@ static void *watchdog_main(void *arg)
             continue;
         }
         int64_t until = rlock__min_deadline(next_round, tell);
-        if (c->wd_orphans) {
-            until = rlock__min_deadline(until, c->orphans_at);
+        if (c->wd_doubts) {
+            until = rlock__min_deadline(until, c->doubts_at);
         }
         if (c->nlatches > 0 && c->latch_since_ms + LATCH_FLUSH_MS < until) {
             until = c->latch_since_ms + LATCH_FLUSH_MS;
