@@ -487,8 +487,7 @@ Test(rev16, read_scripts_refused_by_the_acl_change_nothing)
 {
     /* read-only access to the timeout keys */
     char *user;
-    redisContext *u =
-        acl_user("~rev16acl:* %R~{rev16acl:* ~redisson* ~rlock*", &user);
+    redisContext *u = acl_user("~rev16acl:* %R~{rev16acl:* ~redisson* ~rlock*", &user);
     char *name = th_name("rev16acl:rs");
     char *owner = th_owner(c, 1);
     char *t1 = tkey(name, owner, 1), *t2 = tkey(name, owner, 2);
@@ -561,7 +560,8 @@ Test(rev16, write_unlock_refused_by_the_acl_changes_nothing)
     th_run(r, "DEL %s %s %s", name, t1, latch);
     assert_noperm(rep, "write_unlock.lua");
     cr_assert_eq(count, 2, "a refused partial write unlock changed the count");
-    cr_assert(ttl > 0 && ttl <= 20000, "a refused partial write unlock changed the TTL (%lld)", ttl);
+    cr_assert(ttl > 0 && ttl <= 20000, "a refused partial write unlock changed the TTL (%lld)",
+              ttl);
     free(body);
     acl_user_free(u, user);
     free(latch);
@@ -626,7 +626,7 @@ Test(rev16, write_reentry_with_a_shorter_lease_is_not_reported_lost_while_redis_
  * another kind's state at the name (a read/write lock's hash with its
  * 'mode' field) returns RLOCK_EKIND and changes nothing. Expected:
  * RLOCK_EKIND from each, the read lock untouched. */
-Test(rev16, force_unlock_of_another_kind_leaves_a_read_write_lock_alone, .disabled = true)
+Test(rev16, force_unlock_of_another_kind_leaves_a_read_write_lock_alone)
 {
     static const struct {
         const char *kind;
