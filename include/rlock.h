@@ -461,13 +461,17 @@ RLOCK_API rlock_status rlock_wait_unlocked(rlock *l, int64_t wait_ms, rlock_canc
 RLOCK_API rlock_status rlock_unlock(rlock *l);
 
 /* Deletes the lock whoever holds it, and publishes "0" if it was held.
- * *was_locked (may be NULL) tells whether there was a lock to delete.
+ * *was_locked (may be NULL) tells whether there was a lock to delete. A
+ * read/write lock at the name is left alone by every kind but its own
+ * halves (RLOCK_EKIND, nothing changed); a key of another type is deleted
+ * (the read/write halves refuse it, RLOCK_EKIND).
  * Holders find out from Redis itself, in this client as elsewhere: at their
  * next renewal (on_lock_lost), unlock or re-entry (RLOCK_ELOST). A thread
  * of this client that acquires the lock after the delete keeps it. One
  * round trip, at most command_timeout_ms (and transient replies retried
  * within it). Returns RLOCK_OK, RLOCK_EINVAL, RLOCK_EIO, RLOCK_ETIMEDOUT,
- * RLOCK_EREDIS, RLOCK_EPERM (the ACL refused it: nothing was deleted),
+ * RLOCK_EKIND (see above: nothing deleted; since 0.3), RLOCK_EREDIS,
+ * RLOCK_EPERM (the ACL refused it: nothing was deleted),
  * RLOCK_EPROTO, RLOCK_ECLOSED, RLOCK_ENOMEM, RLOCK_EAUTH, RLOCK_EPOOL. */
 RLOCK_API rlock_status rlock_force_unlock(rlock *l, bool *was_locked);
 

@@ -8,10 +8,16 @@
 -- Reply: 1 when a lock was deleted (and ARGV[1] published to the queue's
 --        head, KEYS[4] ":" <head>, if there is one), else 0. Either way
 --        the dead heads (deadline passed) are purged first, as Redisson's
---        does.
+--        does. 2 when N holds a read/write lock (a hash with a 'mode'
+--        field): nothing changed, nothing purged (force_unlock.lua's rule;
+--        Redisson deletes it). A key of another type is deleted.
 -- The dead heads are found without writing and the PUBLISH comes before
 -- any write: a PUBLISH the server's ACL refuses leaves everything as it
 -- was.
+local kind = redis.call('type', KEYS[1])['ok']
+if kind == 'hash' and redis.call('hexists', KEYS[1], 'mode') == 1 then
+    return 2
+end
 local now = tonumber(ARGV[2])
 local dead = 0
 local gone = {}
@@ -32,7 +38,7 @@ while true do
     gone[h] = true
     dead = dead + 1
 end
-local locked = redis.call('exists', KEYS[1]) == 1
+local locked = kind ~= 'none'
 if locked and head ~= false then
     redis.call(ARGV[3], KEYS[4] .. ':' .. head, ARGV[1])
 end

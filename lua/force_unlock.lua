@@ -1,14 +1,27 @@
 -- SPDX-License-Identifier: BSD-3-Clause
--- Delete a lock whoever holds it (Redisson RLock forceUnlock, spec 2.5).
--- KEYS[1] lock name, KEYS[2] lock channel
+-- Delete a lock whoever holds it (Redisson RLock forceUnlock, spec 2.5; the
+-- spin lock's too, spec 6, which publishes nothing).
+-- KEYS[1] lock name, KEYS[2] lock channel (absent: nothing is published,
+-- the spin lock)
 -- ARGV[1] message to publish ("0"), ARGV[2] publish command ("publish")
--- Reply: 1 when a lock was deleted (and ARGV[1] published), else 0.
+-- Reply: 1 when a lock was deleted (and ARGV[1] published), 0 when there
+--        was none, 2 when the name holds a read/write lock (a hash with a
+--        'mode' field): nothing changed, as the read/write halves refuse a
+--        hash without 'mode'; they are the way to force-unlock it (Redisson
+--        deletes it). A key of another type is deleted, as Redisson does:
+--        the way out of a name wedged by a foreign key.
 -- The PUBLISH comes first: a PUBLISH the server's ACL refuses aborts the
 -- script before the DEL (Redis has no rollback), so the lock stays as it
 -- was. Inside a script the order is invisible to other clients.
-if redis.call('exists', KEYS[1]) == 1 then
-    redis.call(ARGV[2], KEYS[2], ARGV[1])
-    redis.call('del', KEYS[1])
-    return 1
+local t = redis.call('type', KEYS[1])['ok']
+if t == 'none' then
+    return 0
 end
-return 0
+if t == 'hash' and redis.call('hexists', KEYS[1], 'mode') == 1 then
+    return 2
+end
+if #KEYS > 1 then
+    redis.call(ARGV[2], KEYS[2], ARGV[1])
+end
+redis.call('del', KEYS[1])
+return 1

@@ -19,7 +19,9 @@
 --          deleted and ARGV[4] published when no holder is left)
 --        3 the owner's read holds are gone (expired, force-unlocked)
 -- The latch ("0") stops a copy still on its way. The publish comes before
--- any write, so a publish the server refuses leaves everything as it was.
+-- any write, so a publish the server refuses leaves everything as it was;
+-- the owner's timeout keys (not in KEYS) are written before the hash, so a
+-- write of theirs that the ACL refuses leaves the hash as it was.
 local held = tonumber(ARGV[6])
 local raw = redis.call('hget', KEYS[1], ARGV[1])
 local n = tonumber(raw) or 0
@@ -57,12 +59,7 @@ if n > held and n >= 1 then
     end
     local mine = tag .. ':' .. ARGV[1] .. ':rwlock_timeout:'
     if left > 1 and (best > 0 or mode == 'write') then
-        if c == 0 then
-            redis.call('hdel', KEYS[1], ARGV[1])
-        else
-            redis.call('hincrby', KEYS[1], ARGV[1], -1)
-        end
-        redis.call('del', mine .. n)
+        -- The timeout keys first (not in KEYS: see above), then the hash.
         for k = 1, c do
             local t = redis.call('pttl', mine .. k)
             if t == -2 then
@@ -70,6 +67,12 @@ if n > held and n >= 1 then
             elseif t >= 0 and t < lease then
                 redis.call('pexpire', mine .. k, lease)
             end
+        end
+        redis.call('del', mine .. n)
+        if c == 0 then
+            redis.call('hdel', KEYS[1], ARGV[1])
+        else
+            redis.call('hincrby', KEYS[1], ARGV[1], -1)
         end
         if mode == 'write' then
             best = math.max(best, redis.call('pttl', KEYS[1]))

@@ -21,6 +21,10 @@
 --                  'mode': a reentrant, fair, fenced or spin lock):
 --                  nothing changed (Redisson's read lock would take it)
 -- A key of another type fails the first HGET (WRONGTYPE) before any write.
+-- The timeout key is not in KEYS (Redisson's layout), so the server's ACL
+-- checks it only when it is written: it is written first, before the latch
+-- and the hash, so an ACL that refuses it (a user whose key patterns cover
+-- the name but not '{'-tagged keys) aborts the script with nothing changed.
 -- <tag> is the name when it has a '{', else '{' name '}' (spec 0.1's
 -- suffix()). Readers share: one is let in while a writer waits, as in
 -- Redisson; a writer's own thread may read under its write lock.
@@ -45,10 +49,12 @@ if mode == false and redis.call('exists', KEYS[1]) == 1 then
     return {5, 0}
 end
 local raw = redis.call('hget', KEYS[1], ARGV[2])
-local n = tonumber(raw) or 0
-if raw ~= false and tonumber(raw) == nil then
+if raw ~= false and
+    (#raw > 20 or not (raw == '0' or string.match(raw, '^%-?[1-9]%d*$'))) then
+    -- as HINCRBY would answer, but before any write
     return redis.error_reply('ERR hash value is not an integer')
 end
+local n = tonumber(raw) or 0
 if resend and n == held + 1 then
     redis.call('set', KEYS[2], n, 'px', ARGV[4])
     return {1, n}
@@ -65,22 +71,23 @@ if string.find(tag, '{', 1, true) == nil then
 end
 local timeout = tag .. ':' .. ARGV[2] .. ':rwlock_timeout:'
 if mode == false then
+    redis.call('set', timeout .. '1', '1', 'px', ARGV[1]) -- first: see above
     if resend then
         redis.call('set', KEYS[2], '1', 'px', ARGV[4])
     end
     redis.call('hset', KEYS[1], 'mode', 'read')
     redis.call('hset', KEYS[1], ARGV[2], 1)
-    redis.call('set', timeout .. '1', '1', 'px', ARGV[1])
     redis.call('pexpire', KEYS[1], ARGV[1])
     return {1, 1}
 end
 if mode == 'read' or
     (mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2] .. ':write') == 1) then
+    local k = n + 1 -- what the HINCRBY below answers
+    redis.call('set', timeout .. k, '1', 'px', ARGV[1]) -- first: see above
     if resend then
-        redis.call('set', KEYS[2], n + 1, 'px', ARGV[4])
+        redis.call('set', KEYS[2], k, 'px', ARGV[4])
     end
-    local k = redis.call('hincrby', KEYS[1], ARGV[2], 1)
-    redis.call('set', timeout .. k, '1', 'px', ARGV[1])
+    redis.call('hincrby', KEYS[1], ARGV[2], 1)
     local ttl = redis.call('pttl', KEYS[1])
     redis.call('pexpire', KEYS[1], math.max(ttl, tonumber(ARGV[1])))
     return {1, k}

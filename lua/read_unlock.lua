@@ -28,7 +28,11 @@
 -- again rather than "released" (the latch is read only by its own request).
 -- The outcome is worked out before anything is written, and the publish
 -- comes before any write: a PUBLISH the server's ACL refuses leaves
--- everything as it was.
+-- everything as it was. The timeout keys are not in KEYS (Redisson's
+-- layout), so the ACL checks them only when they are read or written: they
+-- are read before any write and written before the hash, so an ACL that
+-- refuses them (no access, or read-only access, to '{'-tagged keys) aborts
+-- the script with the hash as it was.
 local done = redis.call('get', KEYS[3])
 if done ~= false then
     return tonumber(done)
@@ -76,12 +80,7 @@ if c <= 0 then
     left = left - 1
 end
 if left > 1 and (best > 0 or mode == 'write') then
-    if c <= 0 then
-        redis.call('hdel', KEYS[1], ARGV[2])
-    else
-        redis.call('hincrby', KEYS[1], ARGV[2], -1)
-    end
-    redis.call('del', mine .. (c + 1))
+    -- The timeout keys first (not in KEYS: see above), then the hash.
     for k = 1, c do
         local t = redis.call('pttl', mine .. k)
         if t == -2 then
@@ -89,6 +88,12 @@ if left > 1 and (best > 0 or mode == 'write') then
         elseif t >= 0 and t < lease then
             redis.call('pexpire', mine .. k, lease)
         end
+    end
+    redis.call('del', mine .. (c + 1))
+    if c <= 0 then
+        redis.call('hdel', KEYS[1], ARGV[2])
+    else
+        redis.call('hincrby', KEYS[1], ARGV[2], -1)
     end
     if mode == 'write' then
         best = math.max(best, redis.call('pttl', KEYS[1]))

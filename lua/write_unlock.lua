@@ -20,7 +20,9 @@
 -- too: a message only wakes waiters, who try again, and every reader
 -- waiting anywhere, Java ones included, gets in at once.
 -- The publish comes before any write: a PUBLISH the server's ACL refuses
--- leaves everything as it was. Like read_unlock.lua, no latch is written
+-- leaves everything as it was. So do the reads of the read holds' timeout
+-- keys, which are not in KEYS: an ACL that refuses them aborts the script
+-- before the HINCRBY. Like read_unlock.lua, no latch is written
 -- when there is no 'mode' (Redisson writes "1" there).
 -- The lease, or longer while the owner's own read holds under its write
 -- lock have timeout keys that live longer (Redisson's partial write
@@ -66,8 +68,9 @@ if #raw > 20 or not (raw == '0' or string.match(raw, '^%-?[1-9]%d*$')) then
     return redis.error_reply('ERR hash value is not an integer')
 end
 if tonumber(raw) > 1 then
+    local ttl = longest(tonumber(ARGV[1])) -- reads keys not in KEYS: first
     redis.call('hincrby', KEYS[1], writer, -1)
-    redis.call('pexpire', KEYS[1], longest(tonumber(ARGV[1])))
+    redis.call('pexpire', KEYS[1], ttl)
     redis.call('set', KEYS[3], '0', 'px', ARGV[4])
     return 0
 end

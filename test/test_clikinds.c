@@ -233,3 +233,31 @@ Test(clikinds, one_kind_per_call_and_no_mixing)
     redisFree(r);
     free(name);
 }
+
+/* unlock --force of a lock kind (no --read/--write) leaves a read/write
+ * lock alone: exit 70, one line that says another kind is there, the hash
+ * untouched; its read half deletes it. */
+Test(clikinds, unlock_force_of_a_read_write_lock_needs_its_half)
+{
+    char *name = th_name("clikinds-rwforce");
+    redisContext *r = th_redis(0);
+    char *out = NULL, *err = NULL;
+    th_run(r, "HSET %s mode read 1b9d6bcd-bbfd-4b2d-9b5d-ab8dfbbd4bed:57 1", name);
+    th_run(r, "PEXPIRE %s 60000", name);
+    static const char *kinds[] = {"", "--fair ", "--fenced ", "--spin "};
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        cr_assert_eq(sh(NULL, &err, "\"$RLOCK\" unlock --force %s%s", kinds[i], name), 70,
+                     "unlock --force %s", kinds[i]);
+        cr_assert(strstr(err, "another kind") != NULL, "%s", err);
+        cr_assert(strstr(err, "read or write half") != NULL, "%s", err);
+        cr_assert(strchr(err, '\n') == strrchr(err, '\n'), "one line: %s", err);
+        free(err);
+        cr_assert_eq(th_hlen(r, name), 2, "untouched by unlock --force %s", kinds[i]);
+    }
+    cr_assert_eq(sh(&out, NULL, "\"$RLOCK\" unlock --force --read %s", name), 0);
+    cr_assert(strstr(out, "unlocked") != NULL, "%s", out);
+    free(out);
+    cr_assert_eq(th_exists(r, name), 0);
+    redisFree(r);
+    free(name);
+}

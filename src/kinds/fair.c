@@ -206,7 +206,7 @@ static rlock_status force_release(rlock *l, bool *was_locked, int64_t deadline_m
     rlock_status st = rlock__run_int(l->c, &call, &v, deadline_ms);
     keys_free(&k);
     if (st == RLOCK_OK) {
-        *was_locked = v == 1;
+        st = rlock__force_reply(l, v, was_locked);
     }
     return st;
 }

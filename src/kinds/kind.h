@@ -57,6 +57,9 @@ rlock_status rlock__reentrant_release(struct rlock *l, const char *owner, const 
                                       int64_t lease_ms, rlock__released *out, int64_t deadline_ms);
 rlock_status rlock__reentrant_force_release(struct rlock *l, bool *was_locked,
                                             int64_t deadline_ms);
+/* force_unlock.lua's and fair_force_unlock.lua's reply v: 2 (a read/write
+ * lock's hash, nothing changed) is RLOCK_EKIND, else *was_locked = v == 1. */
+rlock_status rlock__force_reply(const struct rlock *l, int64_t v, bool *was_locked);
 rlock_status rlock__reentrant_count(struct rlock *l, const char *owner, int64_t *count,
                                     int64_t deadline_ms);
 rlock_status rlock__reentrant_holder_ttl(struct rlock *l, int64_t *ttl, int64_t deadline_ms);

@@ -225,15 +225,30 @@ rlock_status rlock__run_int(rlock_client *c, const rlock__call *call, int64_t *o
     return st;
 }
 
+rlock_status rlock__force_reply(const rlock *l, int64_t v, bool *was_locked)
+{
+    if (v == 2) {
+        return rlock__fail(RLOCK_EKIND,
+                           "the name holds a read/write lock: the %s lock's force unlock leaves it "
+                           "alone (force-unlock it through its read or write half)",
+                           l->kind->name);
+    }
+    *was_locked = v == 1;
+    return RLOCK_OK;
+}
+
+/* force_unlock.lua; a kind without a channel (spin) publishes nothing. */
 rlock_status rlock__reentrant_force_release(rlock *l, bool *was_locked, int64_t deadline_ms)
 {
     const char *args[4] = {l->name, l->channel, "0", "publish"};
     size_t lens[4] = {l->namelen, l->chanlen, 1, 7};
-    rlock__call call = {l->name, l->namelen, &rlock__script_force_unlock, 2, 4, args, lens};
+    bool quiet = l->kind->chan_prefix == NULL;
+    rlock__call call = {
+        l->name, l->namelen, &rlock__script_force_unlock, quiet ? 1 : 2, quiet ? 1 : 4, args, lens};
     int64_t v;
     rlock_status st = rlock__run_int(l->c, &call, &v, deadline_ms);
     if (st == RLOCK_OK) {
-        *was_locked = v == 1;
+        st = rlock__force_reply(l, v, was_locked);
     }
     return st;
 }

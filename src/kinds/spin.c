@@ -1,29 +1,15 @@
 /* The spin lock (Redisson RSpinLock, getSpinLock, spec 6): the reentrant
  * lock's hash (owner -> hold count) and scripts, with no pub/sub at all.
  * Its releases publish nothing (unlock.lua and abandon.lua without a
- * channel key, as Redisson's spin unlock has none), its force unlock is a
- * plain DEL, and its waiters poll: the engine sleeps between attempts with
+ * channel key, as Redisson's spin unlock has none), its force unlock is
+ * force_unlock.lua without one (Redisson's is a plain DEL; this one leaves
+ * a read/write lock alone, RLOCK_EKIND, as every hash kind's), and its
+ * waiters poll: the engine sleeps between attempts with
  * Redisson's exponential back-off (spin_min_delay_ms doubling, plus a
  * little jitter, to spin_max_delay_ms; RLOCK__WAIT_POLL). Suited to names
  * so busy that a publish per release costs more than the polling (spec
  * 10, #3349), and to Redis deployments without pub/sub. */
-#include <string.h>
-
 #include "internal.h"
-
-/* Redisson's spin force unlock: DEL, and no message (nobody listens). */
-static rlock_status force_release(rlock *l, bool *was_locked, int64_t deadline_ms)
-{
-    const char *args[2] = {"DEL", l->name};
-    size_t lens[2] = {3, l->namelen};
-    rlock__call call = {l->name, l->namelen, NULL, 0, 2, args, lens};
-    int64_t v = 0;
-    rlock_status st = rlock__run_int(l->c, &call, &v, deadline_ms);
-    if (st == RLOCK_OK) {
-        *was_locked = v == 1;
-    }
-    return st;
-}
 
 const rlock__kind rlock__kind_spin = {
     .name = "spin",
@@ -32,7 +18,7 @@ const rlock__kind rlock__kind_spin = {
     .attempt = rlock__reentrant_attempt,
     .abandon = rlock__reentrant_abandon,
     .release = rlock__reentrant_release,
-    .force_release = force_release,
+    .force_release = rlock__reentrant_force_release, /* no channel: no publish */
     .count = rlock__reentrant_count,
     .holder_ttl = rlock__reentrant_holder_ttl,
     .renew = &rlock__script_renew,
