@@ -587,21 +587,20 @@ Test(rev16, write_unlock_refused_by_the_acl_changes_nothing)
  * (each read hold lives by its own timeout key: a short re-entry does not
  * shorten the earlier holds), with the same false RLOCK_ELOST.
  * Expected: the third lock re-enters (count 3). */
-Test(rev16, write_reentry_with_a_shorter_lease_is_not_reported_lost_while_redis_holds_it,
-     .disabled = true)
+Test(rev16, write_reentry_with_a_shorter_lease_is_not_reported_lost_while_redis_holds_it)
 {
     char *name = th_name("f6");
     rlock *l;
     th_ok(rlock_new_write(c, name, &l));
-    th_ok(rlock_lock(l, 5000));
-    th_ok(rlock_lock(l, 300));
+    th_ok(rlock_lock(l, th_ms(5000)));
+    th_ok(rlock_lock(l, th_ms(300)));
     long long ttl = th_pttl(r, name);
-    cr_assert(ttl > 5000, "write re-entry adds its lease (PTTL %lld)", ttl);
-    th_sleep_ms(600); /* past the re-entry's own lease, well within the TTL */
+    cr_assert(ttl > th_ms(5000), "write re-entry adds its lease (PTTL %lld)", ttl);
+    th_sleep_ms(th_ms(600)); /* past the re-entry's own lease, well within the TTL */
     bool held = false;
     th_ok(rlock_is_held_by_current_thread(l, &held));
     cr_assert(held);
-    rlock_status st = rlock_lock(l, 5000);
+    rlock_status st = rlock_lock(l, th_ms(5000));
     long long left = th_pttl(r, name);
     for (int i = 0; i < 3; i++) {
         rlock_unlock(l);
@@ -610,6 +609,171 @@ Test(rev16, write_reentry_with_a_shorter_lease_is_not_reported_lost_while_redis_
                  rlock_status_name(st));
     rlock_free(l);
     free(name);
+}
+
+/* FINDING 6, the read half: each read hold lives by its own timeout key,
+ * so a short re-entry does not shorten the holds below it; the thread's
+ * read hold lives as long as its longest key. After lock(5000) and
+ * lock(300), 600 ms later the first key still has 4.4 s: the next lock
+ * must re-enter (count 3), not answer RLOCK_ELOST from the registry's
+ * guess. */
+Test(rev16, read_reentry_with_a_shorter_lease_is_not_reported_lost_while_its_first_hold_lives)
+{
+    char *name = th_name("f6r");
+    rlock *l;
+    th_ok(rlock_new_read(c, name, &l));
+    th_ok(rlock_lock(l, th_ms(5000)));
+    th_ok(rlock_lock(l, th_ms(300)));
+    th_sleep_ms(th_ms(600));
+    rlock_status st = rlock_lock(l, th_ms(5000));
+    long long ttl = th_pttl(r, name);
+    int64_t count = 0;
+    redisReply *rep = th_cmd(r, "HGETALL %s", name);
+    for (size_t i = 0; i + 1 < rep->elements; i += 2) {
+        if (strcmp(rep->element[i]->str, "mode") != 0) {
+            count = strtoll(rep->element[i + 1]->str, NULL, 10);
+        }
+    }
+    freeReplyObject(rep);
+    for (int i = 0; i < 3; i++) {
+        rlock_unlock(l);
+    }
+    cr_assert_eq(st, RLOCK_OK, "re-entry of a read hold whose first key lives on (name PTTL %lld): %s",
+                 ttl, rlock_status_name(st));
+    cr_assert_eq(count, 3, "read count after three locks: %lld", (long long)count);
+    cr_assert_eq(th_exists(r, name), 0);
+    rlock_free(l);
+    free(name);
+}
+
+/* How long Redis keeps thread-owner's hold of name, in ms: the write half,
+ * the name's PTTL while its ":write" field stands; the read half, the
+ * longest of its own timeout keys, no longer than the name's PTTL. <= 0:
+ * gone. */
+static long long hold_life(const char *name, bool write)
+{
+    redisReply *rep = th_cmd(r, "HGETALL %s", name);
+    char owner[200] = "";
+    long long count = 0;
+    for (size_t i = 0; i + 1 < rep->elements; i += 2) {
+        const char *f = rep->element[i]->str;
+        size_t n = strlen(f);
+        bool wf = n > 6 && strcmp(f + n - 6, ":write") == 0;
+        if (strcmp(f, "mode") != 0 && wf == write) {
+            snprintf(owner, sizeof owner, "%s", f);
+            count = strtoll(rep->element[i + 1]->str, NULL, 10);
+        }
+    }
+    freeReplyObject(rep);
+    if (!owner[0]) {
+        return 0;
+    }
+    long long name_ttl = th_pttl(r, name);
+    if (write) {
+        return name_ttl;
+    }
+    long long best = 0;
+    for (long long k = 1; k <= count; k++) {
+        char *key = tkey(name, owner, (int)k);
+        long long t = th_pttl(r, key);
+        free(key);
+        best = t > best ? t : best;
+    }
+    return best < name_ttl ? best : name_ttl;
+}
+
+/* FINDING 6, both directions: after two locks of one thread with leases
+ * a then b, the registry (RLOCK_STAT_HELD) keeps counting the hold until
+ * at most a moment before Redis lets it go, and never after: the write
+ * half's re-entry adds its lease to the TTL left (a + b), the read half's
+ * holds each live by their own key (max(a, b)). A registry that believed
+ * the hold lived longer than Redis keeps it would let another owner in
+ * before its holder is told (engine.md I6, I7); one that believes it
+ * shorter answers RLOCK_ELOST for a hold Redis still has. */
+Test(rev16, reentry_deadline_is_redis_own_in_both_directions)
+{
+    static const struct {
+        bool write;
+        int64_t a, b;
+    } cases[] = {{true, 900, 300}, {true, 300, 900}, {false, 900, 300}, {false, 300, 900}};
+    char bad[1024] = "";
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *name = th_name("f6b");
+        rlock *l;
+        th_ok((cases[i].write ? rlock_new_write : rlock_new_read)(c, name, &l));
+        th_ok(rlock_lock(l, th_ms(cases[i].a)));
+        th_ok(rlock_lock(l, th_ms(cases[i].b)));
+        int64_t reg_gone = -1, redis_gone = -1, end = th_now_ms() + th_ms(3000);
+        bool late = false;
+        while (th_now_ms() < end && (reg_gone < 0 || redis_gone < 0)) {
+            /* Redis first: a hold it has let go must be gone from the
+             * registry by the time it is asked right after. */
+            long long life = hold_life(name, cases[i].write);
+            int64_t at = th_now_ms();
+            uint64_t held = 0;
+            th_ok(rlock_client_stat(c, RLOCK_STAT_HELD, &held));
+            if (held == 0 && reg_gone < 0) {
+                reg_gone = at;
+            }
+            if (life <= 0 && redis_gone < 0) {
+                redis_gone = at;
+            }
+            /* Two clocks read in whole ms (ours, Redis's): a few ms of
+             * grain, never a lease. */
+            if (life <= 0 && held != 0 && at - redis_gone > 5) {
+                late = true;
+            }
+            th_sleep_ms(2);
+        }
+        size_t n = strlen(bad);
+        if (late || reg_gone < 0 || redis_gone < 0 || redis_gone - reg_gone > th_ms(100)) {
+            snprintf(bad + n, sizeof bad - n,
+                     " %s %lld then %lld: registry let go %lld ms before Redis%s;",
+                     cases[i].write ? "write" : "read", (long long)cases[i].a,
+                     (long long)cases[i].b, (long long)(redis_gone - reg_gone),
+                     late ? " (AFTER Redis did)" : "");
+        }
+        rlock_unlock(l);
+        rlock_unlock(l);
+        rlock_free(l);
+        th_run(r, "DEL %s", name);
+        free(name);
+    }
+    cr_assert(bad[0] == '\0', "the registry's deadline after a re-entry:%s", bad);
+}
+
+/* FINDING 6 with the watchdog: a write hold whose levels mix watchdog
+ * mode and an explicit lease, in either order, is renewed and re-entered
+ * past the explicit lease, and nothing is reported lost. */
+Test(rev16, write_reentry_mixing_watchdog_and_explicit_lease_stays_held)
+{
+    th_lost_count lost = {PTHREAD_MUTEX_INITIALIZER, 0};
+    rlock_client *cl = client_with(NULL, th_ms(900), 0, 0, &lost);
+    for (int order = 0; order < 2; order++) {
+        char *name = th_name("f6w");
+        rlock *l;
+        th_ok(rlock_new_write(cl, name, &l));
+        th_ok(rlock_lock(l, order == 0 ? RLOCK_WATCHDOG : th_ms(300)));
+        th_ok(rlock_lock(l, order == 0 ? th_ms(300) : RLOCK_WATCHDOG));
+        th_sleep_ms(th_ms(1500)); /* past the explicit lease and the watchdog's */
+        rlock_status st = rlock_lock(l, th_ms(300));
+        long long ttl = th_pttl(r, name);
+        rlock_status u[3];
+        for (int i = 0; i < 3; i++) {
+            u[i] = rlock_unlock(l);
+        }
+        cr_assert_eq(st, RLOCK_OK, "order %d: re-entry after %lld ms: %s (PTTL %lld)", order,
+                     (long long)th_ms(1500), rlock_status_name(st), ttl);
+        for (int i = 0; i < 3; i++) {
+            cr_assert_eq(u[i], RLOCK_OK, "order %d: unlock %d: %s", order, i,
+                         rlock_status_name(u[i]));
+        }
+        cr_assert_eq(th_exists(r, name), 0);
+        rlock_free(l);
+        free(name);
+    }
+    cr_assert_eq(th_lost_calls(&lost), 0);
+    rlock_client_free(cl);
 }
 
 /* ---- FINDING 7 ---------------------------------------------------------- */

@@ -151,6 +151,22 @@ typedef void (*rlock__lost_fn)(void *arg, const char *name, size_t len, uint64_t
  * believe: a renewal reports the TTL it left (it never shortens one, so a
  * late renewal cannot cut a lease told since), and that is what counts. */
 struct rlock__kind; /* sync/sync.h: the lock kind, opaque here */
+
+/* What a kind's re-entry does to how long its hold lives (its kind's
+ * rlock__kind.reentry), which the registry's deadline follows (I6). */
+typedef enum rlock__reentry {
+    /* The key's TTL becomes the lease (the reentrant lock's hash kinds). */
+    RLOCK__REENTRY_SETS = 0,
+    /* The lease is added to the TTL left (the write half: Redisson's
+     * pexpire(pttl + lease)): the hold lives at least the lease longer
+     * than it did, never less. */
+    RLOCK__REENTRY_ADDS,
+    /* The new level gets a key of its own with the lease, the levels below
+     * keep theirs (the read half's timeout keys): the hold lives as long as
+     * its longest-lived level, never less than before. */
+    RLOCK__REENTRY_KEEPS,
+} rlock__reentry;
+
 typedef struct rlock__holder {
     struct rlock__holder *next; /* the next holder of the same name */
     /* The other records of the same thread (its rlock__thread_holds), so
@@ -174,6 +190,10 @@ typedef struct rlock__holder {
                            that ran last: the latest send time applied */
     int64_t settled_ms; /* when the latest TTL-setting request was confirmed:
                            a request sent after it ran after all of them */
+    int64_t reentry_from_ms; /* expires_ms when the thread's latest re-entry
+                                was first sent: a lower bound of the life of
+                                the levels below it, from which an additive
+                                re-entry's deadline counts (-1 none) */
     const struct rlock__kind *kind; /* how to renew it: the kind of the
                                        acquisition that took its first hold
                                        (count 0 -> 1); nothing else changes
@@ -257,11 +277,23 @@ void rlock__hold_view_of(struct rlock_client *c, const char *name, size_t len, u
 /* An acquire sent at sent_ms ran: count + 1; a first one starts a new
  * epoch and gives the record its kind (a re-entry through another kind of
  * the same layout leaves it). The lease (RLOCK_WATCHDOG or an explicit
- * one) sets the deadline; a watchdog-mode level is renewed with the
- * record's kind's script until it is released. */
+ * one) sets the deadline of a first hold; a re-entry's follows rule (the
+ * kind's): SETS, sent_ms + lease; ADDS, the deadline noted when it was
+ * sent (rlock__hold_reentry_sent), or sent_ms if later, + lease; KEEPS,
+ * the later of that noted deadline and sent_ms + lease; neither of the
+ * last two ever lowers the deadline (every value kept is a lower bound of
+ * when Redis can let the hold go, whichever order a renewal in flight ran
+ * in). A watchdog-mode level is renewed with the record's kind's script
+ * until it is released. */
 void rlock__hold_acquired(struct rlock_client *c, const char *name, size_t len, uint64_t tid,
                           int64_t lease_ms, int64_t sent_ms, const struct rlock__kind *kind,
-                          int64_t token);
+                          int64_t token, rlock__reentry rule);
+/* A re-entry of the given rule with lease ttl_ms is first sent at sent_ms:
+ * SETS, as rlock__hold_ttl_may() (it may shorten the TTL); ADDS and KEEPS
+ * never shorten the hold's life, so the deadline stays, and is noted for
+ * rlock__hold_acquired(). */
+void rlock__hold_reentry_sent(struct rlock_client *c, const char *name, size_t len, uint64_t tid,
+                              int64_t sent_ms, int64_t ttl_ms, rlock__reentry rule);
 /* An unlock sent at sent_ms ran: all = the key is gone for us (forget),
  * else count - 1 and the TTL it set (the view's lease_ms) sets the
  * deadline. The answer to an unanswered unlock resent with its id counts
@@ -306,8 +338,9 @@ void rlock__hold_unwound_lost(struct rlock_client *c, const char *name, size_t l
 /* Records (rid != NULL: "" when only the hold counts can tell) or clears
  * an acquire of kind that got no answer, first sent at sent_ms with lease
  * ttl_ms: it may have run (or still run) and set the key's TTL, so a held
- * hold's deadline comes no later than sent_ms + ttl_ms. It is settled
- * with its kind's scripts. */
+ * hold's deadline comes no later than sent_ms + ttl_ms (ttl_ms < 0: it
+ * cannot shorten the hold's life, a kind whose re-entry adds or keeps:
+ * the deadline stays). It is settled with its kind's scripts. */
 void rlock__hold_set_suspect(struct rlock_client *c, const char *name, size_t len, uint64_t tid,
                              const char *rid, int64_t sent_ms, int64_t ttl_ms,
                              const struct rlock__kind *kind);

@@ -217,6 +217,7 @@ rlock_status rlock__hold_prepare(rlock_client *c, const char *name, size_t len, 
         }
         x->tid = tid;
         x->expires_ms = -1;
+        x->reentry_from_ms = -1;
         x->acquiring = true;
         x->kind = kind;
         x->hold = h;
@@ -389,9 +390,39 @@ void rlock__hold_unclaim(rlock_client *c, const char *name, size_t len, uint64_t
     pthread_mutex_unlock(&c->hold_mu);
 }
 
+/* The re-entry of rule sent at sent_ms with lease ttl_ms ran (x holds
+ * levels below it, not lost): a kind whose re-entry adds or keeps never
+ * shortens the hold's life. Every value compared is a lower bound of when
+ * Redis can let the hold go, so their max is one too: the deadline now
+ * (it may be a renewal's answer that came meanwhile, which holds in
+ * either order: neither a renewal nor the re-entry shortens anything),
+ * and what the re-entry gives from the deadline noted when it was sent
+ * (the levels below lived at least that long when it ran, no earlier
+ * than sent_ms): ADDS, from + lease (the TTL left, + the lease: Redis's
+ * key then lives at least lease past the old deadline); KEEPS, the new
+ * level's key lives the lease from sent_ms, the older ones their own.
+ * Never from the deadline now plus the lease: a renewal that ran after
+ * the re-entry has answered the sum already. */
+static void reentry_told(rlock_client *c, rlock__holder *x, int64_t sent_ms, int64_t ttl_ms,
+                         rlock__reentry rule)
+{
+    int64_t from = x->reentry_from_ms;
+    int64_t d = rule == RLOCK__REENTRY_ADDS ? (from > sent_ms ? from : sent_ms) + ttl_ms
+                                            : (from > sent_ms + ttl_ms ? from : sent_ms + ttl_ms);
+    if (x->expires_ms < d) {
+        x->expires_ms = d;
+    }
+    if (sent_ms > x->told_ms) {
+        x->told_ms = sent_ms;
+    }
+    x->settled_ms = rlock__now_ms();
+    x->reentry_from_ms = -1;
+    wake_if_due_sooner(c, x);
+}
+
 void rlock__hold_acquired(rlock_client *c, const char *name, size_t len, uint64_t tid,
                           int64_t lease_ms, int64_t sent_ms, const struct rlock__kind *kind,
-                          int64_t token)
+                          int64_t token, rlock__reentry rule)
 {
     pthread_mutex_lock(&c->hold_mu);
     rlock__holder *x = find(c, name, len, tid);
@@ -405,11 +436,13 @@ void rlock__hold_acquired(rlock_client *c, const char *name, size_t len, uint64_
             x->count = 0;
             x->lost = false;
         }
+        bool reentry = x->count > 0 && x->expires_ms >= 0;
         if (x->count == 0) {
             x->epoch = ++c->next_epoch;
             x->wd_depth = 0;
             x->lease_ms = 0;
             x->expires_ms = -1; /* a new hold: nothing before it counts */
+            x->reentry_from_ms = -1;
             x->kind = kind;     /* the one thing that relabels a record */
         }
         x->count++;
@@ -422,10 +455,15 @@ void rlock__hold_acquired(rlock_client *c, const char *name, size_t len, uint64_
         } else {
             x->lease_ms = lease_ms;
         }
-        /* The script PEXPIREd the key with this lease, re-entries too:
-         * from now on the key lives by it, whatever it lived by before. */
-        thread_told(c, x, sent_ms,
-                    lease_ms == RLOCK_WATCHDOG ? c->cfg.watchdog_timeout_ms : lease_ms);
+        int64_t ttl = lease_ms == RLOCK_WATCHDOG ? c->cfg.watchdog_timeout_ms : lease_ms;
+        if (reentry && rule != RLOCK__REENTRY_SETS) {
+            reentry_told(c, x, sent_ms, ttl, rule);
+        } else {
+            /* The script PEXPIREd the key with this lease, re-entries of
+             * the reentrant lock's kinds too: from now on the key lives by
+             * it, whatever it lived by before. */
+            thread_told(c, x, sent_ms, ttl);
+        }
     }
     pthread_mutex_unlock(&c->hold_mu);
 }
@@ -534,6 +572,21 @@ void rlock__hold_ttl_may(rlock_client *c, const char *name, size_t len, uint64_t
     pthread_mutex_unlock(&c->hold_mu);
 }
 
+void rlock__hold_reentry_sent(rlock_client *c, const char *name, size_t len, uint64_t tid,
+                              int64_t sent_ms, int64_t ttl_ms, rlock__reentry rule)
+{
+    pthread_mutex_lock(&c->hold_mu);
+    rlock__holder *x = find(c, name, len, tid);
+    if (x) {
+        if (rule == RLOCK__REENTRY_SETS) {
+            may_have_told(c, x, sent_ms, ttl_ms);
+        } else {
+            x->reentry_from_ms = x->count > 0 && !x->lost ? x->expires_ms : -1;
+        }
+    }
+    pthread_mutex_unlock(&c->hold_mu);
+}
+
 void rlock__hold_set_suspect(rlock_client *c, const char *name, size_t len, uint64_t tid,
                              const char *rid, int64_t sent_ms, int64_t ttl_ms,
                              const struct rlock__kind *kind)
@@ -547,7 +600,7 @@ void rlock__hold_set_suspect(rlock_client *c, const char *name, size_t len, uint
         if (rid) {
             x->suspect_held = x->count;
             snprintf(x->suspect_rid, sizeof x->suspect_rid, "%s", rid);
-            if (rid[0]) {
+            if (rid[0] && ttl_ms >= 0) {
                 may_have_told(c, x, sent_ms, ttl_ms);
             }
         }

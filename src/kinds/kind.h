@@ -19,6 +19,10 @@
  *   no_reentry   the holder asking again is refused with {4,0}
  *   shared       holds share the lock (the read half): a newcomer does
  *                not queue behind local waiters without an attempt
+ *   reentry      what a re-entry does to the hold's life, for the
+ *                registry's deadline: RLOCK__REENTRY_SETS (the default:
+ *                TTL = lease), _ADDS (TTL left + lease: the write half),
+ *                _KEEPS (a key per level: the read half)
  *   attempt      one idempotent attempt (acquire latch, resend, the
  *                reply shapes of rlock__parse_attempt(): {1,n[,token]}
  *                taken, {0,ttl} held, {2,0} gone, {3,0} spent, {4,0}

@@ -47,6 +47,9 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
     int64_t cmd_ms = c->cfg.command_timeout_ms;
     int64_t lease = lease_ms == RLOCK_WATCHDOG ? c->cfg.watchdog_timeout_ms : lease_ms;
     int64_t deadline = wait_ms < 0 ? -1 : rlock__now_ms() + wait_ms;
+    /* What an acquire that may have run can do to the hold's TTL: set it
+     * to the lease, or (-1) only lengthen it (rlock__hold_set_suspect). */
+    int64_t may_ttl = k->reentry == RLOCK__REENTRY_SETS ? lease : -1;
 
     if (rlock__cancelled(cancel)) {
         return rlock__fail(RLOCK_ECANCELED, "the wait was cancelled");
@@ -133,9 +136,12 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
             if (!resend) {
                 first_sent = sent;
                 if (held > 0 && !k->no_reentry) {
-                    /* A re-entry sets the TTL to its lease if it runs (a
-                     * kind without re-entry refuses it, changing nothing). */
-                    rlock__hold_ttl_may(c, l->key, l->keylen, tid, sent, lease);
+                    /* A re-entry of the reentrant lock's kinds sets the TTL
+                     * to its lease if it runs; the read/write halves' never
+                     * shorten the hold's life, and their deadline counts
+                     * from the one noted now (a kind without re-entry
+                     * refuses it, changing nothing). */
+                    rlock__hold_reentry_sent(c, l->key, l->keylen, tid, sent, lease, k->reentry);
                 }
             }
             /* A wake-up that arrives while this attempt is in flight was
@@ -149,13 +155,14 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
             if (st == RLOCK_OK && a.what == RLOCK__TAKEN) {
                 /* The TTL was set by whichever copy ran: no earlier than
                  * the first send. */
-                rlock__hold_acquired(c, l->key, l->keylen, tid, lease_ms, first_sent, k, a.token);
+                rlock__hold_acquired(c, l->key, l->keylen, tid, lease_ms, first_sent, k, a.token,
+                                     k->reentry);
                 resend = false;
                 if (a.count != held + 1) {
                     /* Redis counts other than we do: an acquire of ours ran
                      * beyond the latch's horizon. The next call compares
                      * the counts and gives the surplus back. */
-                    rlock__hold_set_suspect(c, l->key, l->keylen, tid, "", sent, lease, k);
+                    rlock__hold_set_suspect(c, l->key, l->keylen, tid, "", sent, may_ttl, k);
                 }
                 break;
             }
@@ -298,7 +305,7 @@ rlock_status rlock__acquire(rlock *l, int64_t wait_ms, int64_t lease_ms, rlock_c
     if (resend) {
         /* The last request sent got no answer: settled (abandoned) by this
          * thread's next call for the name or at close. */
-        rlock__hold_set_suspect(c, l->key, l->keylen, tid, rid, first_sent, lease, k);
+        rlock__hold_set_suspect(c, l->key, l->keylen, tid, rid, first_sent, may_ttl, k);
     }
     if (st != RLOCK_OK) {
         rlock__hold_tidy(c, l->key, l->keylen, tid);

@@ -188,6 +188,14 @@ typedef struct rlock__kind {
      * would keep a reader behind a waiting writer while readers hold, and
      * a reader that missed a "1" asleep until the holders' lease ends). */
     bool shared;
+    /* What a re-entry does to how long the hold lives, which the
+     * registry's deadline follows (engine.md I6): SETS (the default) the
+     * key's TTL becomes the lease, so an unanswered re-entry may shorten
+     * it; ADDS the lease is added to the TTL left (the write half, as
+     * Redisson's); KEEPS the new level lives by a key of its own, the
+     * levels below by theirs (the read half). The last two never shorten
+     * the hold's life: the deadline only moves later. */
+    rlock__reentry reentry;
     /* One attempt for owner "<uuid>:<tid>" with request id rid; held is
      * the count this thread believes it has (0: a first acquisition);
      * wait_ms the caller's wait (-1 forever, 0 none).
