@@ -14,8 +14,13 @@
 -- The dead heads are found without writing and the PUBLISH comes before
 -- any write: a PUBLISH the server's ACL refuses leaves everything as it
 -- was.
-local kind = redis.call('type', KEYS[1])['ok']
-if kind == 'hash' and redis.call('hexists', KEYS[1], 'mode') == 1 then
+-- No TYPE (force_unlock.lua's rule): HEXISTS answers WRONGTYPE for a key
+-- of another type; any other error (the ACL) is the script's answer.
+local m = redis.pcall('hexists', KEYS[1], 'mode')
+if type(m) == 'table' and not string.find(m.err or '', 'WRONGTYPE', 1, true) then
+    return m
+end
+if m == 1 then
     return 2
 end
 local now = tonumber(ARGV[2])
@@ -38,7 +43,7 @@ while true do
     gone[h] = true
     dead = dead + 1
 end
-local locked = kind ~= 'none'
+local locked = redis.call('exists', KEYS[1]) == 1
 if locked and head ~= false then
     redis.call(ARGV[3], KEYS[4] .. ':' .. head, ARGV[1])
 end

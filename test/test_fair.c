@@ -1775,3 +1775,63 @@ Test(fair, head_of_a_free_lock_abandoned_passes_the_turn_on)
     free(name);
     rlock_client_free(c);
 }
+
+/* ---- the ACL ------------------------------------------------------------- */
+
+/* docs/operations.md's ACL for the fair lock: the reentrant lock's plus
+ * the queue's and deadlines' commands. Every call runs under it: a waiter
+ * queued and woken on its own channel, a waiter giving up, the unlock, and
+ * the force unlock (which reads nothing but EXISTS and HEXISTS: no TYPE). */
+#define FAIR_DOC_ACL                                                                         \
+    "resetkeys resetchannels -@all ~* &redisson_lock__channel:* +evalsha +eval +hexists "    \
+    "+hincrby +hget +hset +exists +pexpire +pttl +get +set +del +publish +subscribe "        \
+    "+unsubscribe +lindex +lpop +lrange +lrem +ltrim +rpush +zadd +zincrby +zrange +zrem "   \
+    "+zscore +client|setname +auth +select"
+
+Test(fair, documented_acl_runs_every_call)
+{
+    char user[64], url[128];
+    snprintf(user, sizeof user, "fair_%d_%lld", (int)getpid(), (long long)th_now_ms() % 100000);
+    snprintf(url, sizeof url, "redis://%s:pw@127.0.0.1:%d", user, th_port());
+    th_run(r, "ACL SETUSER %s on >pw " FAIR_DOC_ACL, user);
+    rlock_config cfg;
+    rlock_config_init(&cfg);
+    cfg.url = url;
+    rlock_client *ca = th_client_cfg(&cfg);
+    char *name = th_name("fair-acl");
+    char *q = qkey(name), *t = tkey(name);
+    rlock *l;
+    th_ok(rlock_new_fair(ca, name, &l));
+    th_ok(rlock_lock(l, 30000));
+    /* A waiter that gives up leaves the queue. */
+    fw quitter = {.c = ca, .name = name, .wait_ms = th_ms(300), .lease_ms = 30000};
+    fw_start(&quitter);
+    char *qo = fw_owner(&quitter);
+    wait_queued(q, 0, qo);
+    cr_assert(TH_POLL(__atomic_load_n(&quitter.done, __ATOMIC_ACQUIRE), 3000));
+    th_assert_status(quitter.st, RLOCK_EBUSY);
+    cr_assert_eq(zscore(t, qo), -1, "the give-up left the deadlines");
+    /* A waiter woken by the release on its own channel. */
+    fw w = {.c = ca, .name = name, .wait_ms = RLOCK_WAIT_FOREVER, .lease_ms = 30000};
+    fw_start(&w);
+    char *wo = fw_owner(&w);
+    wait_queued(q, 0, wo);
+    pthread_join(quitter.th, NULL);
+    th_ok(rlock_unlock(l));
+    cr_assert(TH_POLL(fw_got(&w), 1000), "the head was not woken by the release");
+    bool was = false;
+    th_ok(rlock_force_unlock(l, &was));
+    cr_assert(was);
+    cr_assert_eq(th_exists(r, name), 0);
+    fw_join(&w);
+    th_assert_status(w.unlock_st, RLOCK_ELOST);
+    rlock_free(l);
+    rlock_client_free(ca);
+    th_run(r, "ACL DELUSER %s", user);
+    th_run(r, "DEL %s %s", q, t);
+    free(wo);
+    free(qo);
+    free(q);
+    free(t);
+    free(name);
+}
