@@ -515,7 +515,10 @@ Test(rev16, read_scripts_refused_by_the_acl_change_nothing)
             rep = redisCommand(u, "EVAL %s 2 %s %s 30000 %s 2 20000 1", bodies[2], name, alatch,
                                owner);
             assert_noperm(rep, "read_acquire.lua");
-            cr_assert_eq(th_exists(r, tkey(name, owner, 3)), 0);
+            char *t3 = tkey(name, owner, 3);
+            long long e3 = th_exists(r, t3);
+            free(t3);
+            cr_assert_eq(e3, 0);
         }
         cr_assert_eq(th_hget_int(r, name, owner), 2, "script %d changed the count", i);
         cr_assert_eq(th_exists(r, t2), 1, "script %d deleted a timeout key", i);
