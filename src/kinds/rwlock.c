@@ -189,6 +189,7 @@ static rlock_status is_locked(rlock *l, bool *locked, int64_t deadline_ms)
 
 const rlock__kind rlock__kind_read = {
     .name = "read",
+    .sibling = &rlock__kind_write,
     .layout = RLOCK__LAYOUT_RW,
     .chan_prefix = "redisson_rwlock",
     .wait = RLOCK__WAIT_SHARED,
@@ -207,6 +208,7 @@ const rlock__kind rlock__kind_read = {
 
 const rlock__kind rlock__kind_write = {
     .name = "write",
+    .sibling = &rlock__kind_read,
     .layout = RLOCK__LAYOUT_RW,
     .chan_prefix = "redisson_rwlock",
     .key_tag = "write",

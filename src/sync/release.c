@@ -339,9 +339,48 @@ static rlock_status settle(rlock *l, uint64_t tid, bool pending_too, rlock__clai
     return st;
 }
 
+/* Whether the registry holds a doubt of (kind k's key of l's name, tid):
+ * one lookup, no allocation for names of usual length. */
+static bool sibling_in_doubt(rlock *l, const rlock__kind *k, uint64_t tid)
+{
+    size_t tag = k->key_tag ? strlen(k->key_tag) : 0;
+    size_t len = tag ? l->namelen + 1 + tag : l->namelen;
+    char small[256];
+    char *key = len < sizeof small ? small : malloc(len + 1);
+    if (!key) {
+        return true; /* the full settle reports the shortage */
+    }
+    memcpy(key, l->name, l->namelen);
+    if (tag) {
+        key[l->namelen] = '\0';
+        memcpy(key + l->namelen + 1, k->key_tag, tag);
+    }
+    rlock__hold_view v;
+    rlock__hold_view_of(l->c, key, len, tid, &v);
+    if (key != small) {
+        free(key);
+    }
+    return v.suspect || v.pending || v.giving_up;
+}
+
 rlock_status rlock__settle(rlock *l, uint64_t tid, bool pending_too, int64_t deadline_ms)
 {
-    return settle(l, tid, pending_too, RLOCK__CLAIM_WAIT, deadline_ms);
+    rlock_status st = settle(l, tid, pending_too, RLOCK__CLAIM_WAIT, deadline_ms);
+    const rlock__kind *sib = l->kind->sibling;
+    if (st != RLOCK_OK || !sib || !sibling_in_doubt(l, sib, tid)) {
+        return st;
+    }
+    /* The other half's doubt of the name (an acquire or unlock of the
+     * thread through it whose reply was lost) is settled before this call
+     * sends anything: an acquire that ran is given back, an unlock that
+     * did not is completed, as that half's own next call would. */
+    rlock tmp;
+    if ((st = rlock__handle_init(&tmp, l->c, sib, l->name, l->namelen)) != RLOCK_OK) {
+        return st;
+    }
+    st = settle(&tmp, tid, true, RLOCK__CLAIM_WAIT, deadline_ms);
+    rlock__handle_fini(&tmp);
+    return st;
 }
 
 /* The record of (l's name, tid) is claimed, v its view. */

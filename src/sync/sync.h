@@ -176,6 +176,11 @@ typedef struct rlock__kind {
      * (the write half of a read/write lock: its field is owner ":" tag):
      * the registry keeps its holds apart, under name "\0" tag. */
     const char *key_tag;
+    /* NULL, or the other kind whose holds of the same name and thread the
+     * registry keeps apart (key_tag: the read and write halves): a call of
+     * this kind settles that kind's doubts of the name too, before it
+     * sends anything (engine.md I4). */
+    const struct rlock__kind *sibling;
     rlock__wait_policy wait;
     /* true: not reentrant (Redisson 4.4's non-reentrant forms): an attempt
      * with held > 0 answers {4,0} (RLOCK__SELF) and changes nothing, so
