@@ -370,3 +370,135 @@ Test(rev16b, client_free_during_a_fair_wait_leaves_no_place_queued)
         free(name);
     }
 }
+
+/* ---- D: one thread, kinds of one layout, replies lost at each step ------ */
+
+/* A call whose replies are all held back past its end (they ran). */
+static rlock_status unlock_in_doubt(tp_proxy *px, rlock *l)
+{
+    int64_t t0 = th_now_ms();
+    int64_t window = th_ms(2500);
+    tp_delay(px, TP_REPLIES, window, th_ms(4000));
+    rlock_status st = rlock_unlock(l);
+    cr_assert(st == RLOCK_ETIMEDOUT || st == RLOCK_EIO, "got %s", rlock_status_name(st));
+    while (th_now_ms() - t0 < window + th_ms(200)) {
+        th_sleep_ms(20);
+    }
+    return st;
+}
+
+/* Fair hold, re-entered through the reentrant handle, an unlock through the
+ * fenced handle in doubt (it ran), a re-entry through the fair handle (the
+ * doubt settled first, with its own kind), an acquire through the spin
+ * handle in doubt (it ran), unlocks through the spin and reentrant
+ * handles: Redis's count follows every step, and the last unlock frees
+ * the name; nothing is reported lost. */
+Test(rev16b, one_thread_mixing_the_lock_layouts_kinds_with_lost_replies_keeps_the_count)
+{
+    tp_proxy *px;
+    th_lost_count lost = {PTHREAD_MUTEX_INITIALIZER, 0};
+    px = tp_new(th_port());
+    cr_assert(px != NULL && tp_start(px) == 0);
+    char purl[64];
+    snprintf(purl, sizeof purl, "redis://127.0.0.1:%d", tp_port(px));
+    rlock_config cfg;
+    rlock_config_init(&cfg);
+    cfg.url = purl;
+    cfg.command_timeout_ms = 500;
+    cfg.watchdog_timeout_ms = th_ms(20000);
+    cfg.on_lock_lost = th_count_lost;
+    cfg.on_lock_lost_arg = &lost;
+    rlock_client *c = th_client_cfg(&cfg);
+    char *name = th_name("d");
+    rlock *fa, *re, *fe, *sp;
+    th_ok(rlock_new_fair(c, name, &fa));
+    th_ok(rlock_new(c, name, &re));
+    th_ok(rlock_new_fenced(c, name, &fe));
+    th_ok(rlock_new_spin(c, name, &sp));
+    char *me = th_owner(c, rlock_thread_id());
+    /* Scripts loaded through the proxy. */
+    th_ok(rlock_lock(fe, RLOCK_WATCHDOG));
+    th_ok(rlock_lock(sp, RLOCK_WATCHDOG));
+    th_ok(rlock_unlock(sp));
+    th_ok(rlock_unlock(fe));
+    th_ok(rlock_lock(fa, RLOCK_WATCHDOG));
+    th_ok(rlock_lock(re, RLOCK_WATCHDOG));
+    cr_assert_eq(th_hget_int(r, name, me), 2);
+    unlock_in_doubt(px, fe);
+    long long n1 = th_hget_int(r, name, me);
+    cr_assert_eq(n1, 1, "the fenced unlock ran: count %lld, lost %d", n1, th_lost_calls(&lost));
+    th_ok(rlock_lock(fa, RLOCK_WATCHDOG));
+    cr_assert_eq(th_hget_int(r, name, me), 2, "the unlock in doubt is complete, then one more");
+    lock_in_doubt(px, sp, RLOCK_WATCHDOG);
+    cr_assert_eq(th_hget_int(r, name, me), 3, "the spin re-entry ran");
+    th_ok(rlock_unlock(sp));
+    cr_assert_eq(th_hget_int(r, name, me), 1, "the re-entry in doubt given back, one unlocked");
+    /* Renewals go on (three leases). */
+    th_sleep_ms(th_ms(4000));
+    cr_assert_eq(th_hget_int(r, name, me), 1);
+    cr_assert_eq(th_lost_calls(&lost), 0);
+    th_ok(rlock_unlock(re));
+    cr_assert_eq(th_exists(r, name), 0);
+    th_assert_status(rlock_unlock(fa), RLOCK_ENOTOWNER);
+    rlock_free(fa);
+    rlock_free(re);
+    rlock_free(fe);
+    rlock_free(sp);
+    rlock_client_free(c);
+    tp_free(px);
+    free(me);
+    free(name);
+}
+
+/* The same doubt, then the thread holds the read half in watchdog mode for
+ * longer than the write acquire's lease: the write hold the thread does
+ * not know of must not outlive its lease (nothing renews a hold the
+ * registry does not count).
+ * Before the fix: read_renew.lua extends the name's TTL with each renewal of
+ * the thread's read hold, so the forgotten write hold (its field in the
+ * same hash, 'mode' write) lives on as long as the read hold is renewed;
+ * every other client's reader and writer is refused all that time, and
+ * the registry counts no write hold (rlock_unlock of the write half would
+ * release it, but nothing tells the thread to). Cause: as above (the
+ * write half's doubt is never settled by the read half's calls), made
+ * unbounded by the renewal of the name (lua/read_renew.lua) under a
+ * 'mode' write the thread's registry does not know. */
+Test(rev16b, write_hold_in_doubt_does_not_outlive_its_lease_under_a_renewed_read_hold)
+{
+    tp_proxy *px;
+    rlock_client *c = proxied(&px, 500, th_ms(3000));
+    rlock_client *c2 = th_client(NULL, 0);
+    char *name = th_name("b2");
+    rlock *rd, *wr, *rd2;
+    th_ok(rlock_new_read(c, name, &rd));
+    th_ok(rlock_new_write(c, name, &wr));
+    th_ok(rlock_new_read(c2, name, &rd2));
+    char *me = th_owner(c, rlock_thread_id());
+    char *mew = wfield(me);
+    th_ok(rlock_try_lock(rd, 0, 30000));
+    th_ok(rlock_unlock(rd));
+    th_ok(rlock_try_lock(wr, 0, 30000));
+    th_ok(rlock_unlock(wr));
+    /* The write acquire's lease: 4 s. */
+    lock_in_doubt(px, wr, th_ms(4000));
+    cr_assert_eq(th_hget_int(r, name, mew), 1, "the write acquisition ran");
+    th_ok(rlock_lock(rd, RLOCK_WATCHDOG));
+    th_sleep_ms(th_ms(8000));
+    long long write_left = th_hget_int(r, name, mew);
+    rlock_status other = rlock_try_lock(rd2, 0, 30000);
+    if (other == RLOCK_OK) {
+        th_ok(rlock_unlock(rd2));
+    }
+    th_ok(rlock_unlock(rd));
+    cr_assert_eq(write_left, 0, "the write hold in doubt outlived its 4 s lease (8 s later)");
+    th_assert_status(other, RLOCK_OK);
+    rlock_free(rd);
+    rlock_free(wr);
+    rlock_free(rd2);
+    rlock_client_free(c);
+    rlock_client_free(c2);
+    tp_free(px);
+    free(mew);
+    free(me);
+    free(name);
+}
