@@ -250,9 +250,9 @@ Test(giveup, watchdogs_give_up_never_takes_the_threads_fresh_place)
     rlock_config cfg;
     rlock_config_init(&cfg);
     cfg.url = u;
-    cfg.command_timeout_ms = CMD_MS;
-    cfg.connect_timeout_ms = 500;
-    cfg.retry_timeout_ms = 3000;
+    cfg.command_timeout_ms = th_ms(CMD_MS);
+    cfg.connect_timeout_ms = th_ms(500);
+    cfg.retry_timeout_ms = th_ms(3000);
     rlock_client *b = th_client_cfg(&cfg);
     rlock_client *a = th_client(NULL, 0);
     redisContext *r = th_redis(0);
