@@ -6,6 +6,23 @@
 
 #include "internal.h"
 
+/* A kind sharing the name and the thread with another (the write half)
+ * keeps its holds under name NUL tag. */
+size_t rlock__registry_key_len(const rlock__kind *kind, size_t len)
+{
+    return kind->key_tag ? len + 1 + strlen(kind->key_tag) : len;
+}
+
+void rlock__registry_key(const rlock__kind *kind, const char *name, size_t len, char *buf)
+{
+    memcpy(buf, name, len);
+    if (kind->key_tag) {
+        buf[len] = '\0';
+        memcpy(buf + len + 1, kind->key_tag, strlen(kind->key_tag));
+    }
+    buf[rlock__registry_key_len(kind, len)] = '\0';
+}
+
 rlock_status rlock__handle_init(rlock *l, rlock_client *c, const rlock__kind *kind,
                                 const char *name, size_t len)
 {
@@ -18,18 +35,10 @@ rlock_status rlock__handle_init(rlock *l, rlock_client *c, const rlock__kind *ki
         memcpy(l->name, name, len);
         l->name[len] = '\0';
     }
-    /* The registry's key: the name, or (a kind sharing the name and the
-     * thread with another, the write half) name NUL tag. */
-    size_t tag = kind->key_tag ? strlen(kind->key_tag) : 0;
-    l->keylen = tag ? len + 1 + tag : len;
+    l->keylen = rlock__registry_key_len(kind, len);
     l->key = malloc(l->keylen + 1);
     if (l->key) {
-        memcpy(l->key, name, len);
-        if (tag) {
-            l->key[len] = '\0';
-            memcpy(l->key + len + 1, kind->key_tag, tag);
-        }
-        l->key[l->keylen] = '\0';
+        rlock__registry_key(kind, name, len, l->key);
     }
     /* A kind without a channel (the spin lock) publishes nothing. */
     bool chan_ok = true;

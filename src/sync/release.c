@@ -343,18 +343,13 @@ static rlock_status settle(rlock *l, uint64_t tid, bool pending_too, rlock__clai
  * one lookup, no allocation for names of usual length. */
 static bool sibling_in_doubt(rlock *l, const rlock__kind *k, uint64_t tid)
 {
-    size_t tag = k->key_tag ? strlen(k->key_tag) : 0;
-    size_t len = tag ? l->namelen + 1 + tag : l->namelen;
+    size_t len = rlock__registry_key_len(k, l->namelen);
     char small[256];
     char *key = len < sizeof small ? small : malloc(len + 1);
     if (!key) {
         return true; /* the full settle reports the shortage */
     }
-    memcpy(key, l->name, l->namelen);
-    if (tag) {
-        key[l->namelen] = '\0';
-        memcpy(key + l->namelen + 1, k->key_tag, tag);
-    }
+    rlock__registry_key(k, l->name, l->namelen, key);
     rlock__hold_view v;
     rlock__hold_view_of(l->c, key, len, tid, &v);
     if (key != small) {

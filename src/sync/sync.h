@@ -270,6 +270,11 @@ struct rlock {
 rlock_status rlock__handle_init(struct rlock *l, rlock_client *c, const rlock__kind *kind,
                                 const char *name, size_t len);
 void rlock__handle_fini(struct rlock *l);
+/* The registry's key of kind's holds of name: the name, or name NUL tag
+ * (key_tag). rlock__registry_key_len() is its length; buf must hold one
+ * byte more (the key is NUL-terminated). */
+size_t rlock__registry_key_len(const rlock__kind *kind, size_t len);
+void rlock__registry_key(const rlock__kind *kind, const char *name, size_t len, char *buf);
 /* A new handle of kind for the public constructors (argument checks, the
  * call guard): rlock_new(), rlock_new_fair(), ... */
 rlock_status rlock__handle_new(rlock_client *c, const char *name, const rlock__kind *kind,
