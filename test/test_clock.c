@@ -101,7 +101,8 @@ static int64_t take_when_free(rlock *other, int64_t bound_ms)
  * other client could take the key, and the other one must have got it (the
  * key really expired: the holder was right to be told). The report is
  * awaited up to th_ms(wait_ms), so that a late one says how late. */
-static void assert_told_first(lost_rec *lr, int64_t cut_ms, int64_t taken_ms, int64_t wait_ms)
+static void assert_told_first(lost_rec *lr, int64_t wd_ms, int64_t cut_ms, int64_t taken_ms,
+                              int64_t wait_ms)
 {
     /* cut_ms: the holder was cut off, or its lease shortened (time 0). */
     cr_assert(taken_ms >= 0, "the other client never got the lock: the key did not expire");
@@ -109,6 +110,15 @@ static void assert_told_first(lost_rec *lr, int64_t cut_ms, int64_t taken_ms, in
               "on_lock_lost never came (other owner in at +%lld ms)",
               (long long)(taken_ms - cut_ms));
     int64_t told = lost_at(lr);
+    /* Promised: a tenth of the lease before the key can expire; at least
+     * half of it must be left when the report runs (the rest is for the
+     * scheduler and the other client's polling). */
+    int64_t lead = wd_ms / 20;
+    cr_assert(told <= taken_ms - lead,
+              "another client took the lock at +%lld ms and the holder was told at +%lld ms: "
+              "%lld ms before, less than the %lld ms left of the promised tenth of the lease",
+              (long long)(taken_ms - cut_ms), (long long)(told - cut_ms),
+              (long long)(taken_ms - told), (long long)lead);
     cr_assert(told < taken_ms,
               "another client took the lock at +%lld ms, but the holder was told only at "
               "+%lld ms: %lld ms of two holders, one of them not told",
@@ -172,7 +182,7 @@ Test(clock, reentry_with_longer_lease_keeps_one_clock)
     cr_assert(ttl > wd, "a renewal cut the explicit lease back: pttl %lld", ttl);
     int64_t cut = cut_off(px, false);
     int64_t taken = take_when_free(ol, 5 * wd + 3000);
-    assert_told_first(&lr, cut, taken, 5 * wd + 2000);
+    assert_told_first(&lr, wd, cut, taken, 5 * wd + 2000);
     /* The holder learns it at its unlock too, once the link is back. */
     unlock_says_lost(px, l);
     th_ok(rlock_unlock(ol));
@@ -294,7 +304,7 @@ Test(clock, renewal_that_reconnects_into_a_half_dead_link_reports_in_time)
      * accepts TCP and never answers AUTH/SETNAME. */
     int64_t cut = cut_off(px, true);
     int64_t taken = take_when_free(ol, 2 * wd + 2 * cmd + 2000);
-    assert_told_first(&lr, cut, taken, 2 * cmd + 2000);
+    assert_told_first(&lr, wd, cut, taken, 2 * cmd + 2000);
     unlock_says_lost(px, l);
     th_ok(rlock_unlock(ol));
     rlock_free(l);
@@ -329,7 +339,7 @@ Test(clock, latch_flush_on_a_half_dead_link_does_not_delay_the_report)
     th_ok(rlock_unlock(x));
     int64_t cut = cut_off(px, true);
     int64_t taken = take_when_free(ol, 2 * wd + 2000);
-    assert_told_first(&lr, cut, taken, 2 * cmd + 2000);
+    assert_told_first(&lr, wd, cut, taken, 2 * cmd + 2000);
     unlock_says_lost(px, l);
     th_ok(rlock_unlock(ol));
     rlock_free(l);
@@ -429,7 +439,7 @@ Test(clock, shorter_reentry_lease_wakes_the_watchdog_to_report_in_time)
     int64_t at = th_now_ms();
     th_ok(rlock_lock(l, lease));
     int64_t taken = take_when_free(ol, 2 * wd);
-    assert_told_first(&lr, at, taken, 2 * wd);
+    assert_told_first(&lr, wd, at, taken, 2 * wd);
     th_assert_status(rlock_unlock(l), RLOCK_ELOST);
     th_ok(rlock_unlock(ol));
     rlock_free(l);
@@ -437,5 +447,56 @@ Test(clock, shorter_reentry_lease_wakes_the_watchdog_to_report_in_time)
     rlock_client_free(c);
     rlock_client_free(o);
     redisFree(r);
+    free(name);
+}
+
+/* ---- item 2: a wait for a reply ends at its deadline -------------------- */
+
+/* Every deadline is read from the one clock, to the millisecond: a reply
+ * that never comes ends the wait at the command timeout, not at the next
+ * tick of some coarser timer of the socket's. The watchdog's report
+ * deadline is such a deadline (a renewal round reads its replies until
+ * then), and its margin is a tenth of the lease: a read that overran it
+ * by a fixed slice let another owner in first with short leases. */
+Test(clock, reply_wait_ends_at_the_command_timeout)
+{
+    /* 130 ms: not a multiple of any slice a socket timeout might use; the
+     * time allowed past it scales with the sanitizers' multiplier. */
+    const int64_t cmd = 130;
+    lost_rec lr = {PTHREAD_MUTEX_INITIALIZER, 0, 0, ""};
+    tp_proxy *px = proxy();
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", tp_port(px));
+    rlock_config cfg;
+    rlock_config_init(&cfg);
+    cfg.url = url;
+    cfg.command_timeout_ms = cmd;
+    cfg.connect_timeout_ms = th_ms(2000);
+    cfg.retry_timeout_ms = 0;
+    cfg.on_lock_lost = on_lost;
+    cfg.on_lock_lost_arg = &lr;
+    rlock_client *c = th_client_cfg(&cfg);
+    char *name = th_name("clock-deadline");
+    rlock *l;
+    th_ok(rlock_new(c, name, &l));
+    for (int i = 0; i < 3; i++) {
+        /* Connected (again: the muted connection timed out and was closed)
+         * and answered; then the link goes half-dead. */
+        bool locked = true;
+        th_ok(rlock_is_locked(l, &locked));
+        cr_assert(!locked);
+        tp_mute(px, true);
+        int64_t t0 = th_now_ms();
+        rlock_status st = rlock_is_locked(l, &locked);
+        int64_t took = th_now_ms() - t0;
+        th_assert_status(st, RLOCK_ETIMEDOUT);
+        cr_assert(took >= cmd - 1 && took <= cmd + th_ms(40),
+                  "round %d: a command timeout of %lld ms ended the wait after %lld ms", i,
+                  (long long)cmd, (long long)took);
+        tp_mute(px, false);
+    }
+    rlock_free(l);
+    rlock_client_free(c);
+    tp_free(px);
     free(name);
 }

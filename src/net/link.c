@@ -16,7 +16,8 @@
  *   is read with blocking recv() calls of at most RECV_SLICE_MS
  *   (SO_RCVTIMEO): each returns what came, so the caller's loop checks its
  *   own deadline between them and the common case costs one system call
- *   per reply. OpenSSL never blocks: a blocking SSL_read() would call
+ *   per reply; with less than a slice left, poll() waits for exactly what
+ *   is left, so no wait ends past its deadline. OpenSSL never blocks: a blocking SSL_read() would call
  *   recv() again and again until a whole record is in, so a server that
  *   trickles a record in bytes, each inside the slice, would hold the
  *   caller far past its deadline. Every TLS read is poll() on the socket
@@ -696,9 +697,21 @@ int rlock__link_read(rlock__link *l, bool wait, int64_t deadline_ms, rlock_statu
             polled = true;
         }
     } else {
+        /* A blocking recv() returns within the slice; with less than a
+         * slice left, poll() for what is left instead, so the wait ends at
+         * the deadline itself and not up to a slice past it (the
+         * watchdog's report margin is a tenth of a lease that may be
+         * short). */
+        bool block = wait;
+        if (wait && deadline_ms - rlock__now_ms() < RECV_SLICE_MS) {
+            if (!wait_fd(l->fd, POLLIN, deadline_ms)) {
+                return 0;
+            }
+            block = false;
+        }
         ssize_t r;
         do {
-            r = recv(l->fd, buf, sizeof buf, wait ? 0 : MSG_DONTWAIT);
+            r = recv(l->fd, buf, sizeof buf, block ? 0 : MSG_DONTWAIT);
         } while (r < 0 && errno == EINTR);
         if (r == 0) {
             /* A TLS port read as plain text closes without a word. */
