@@ -44,6 +44,7 @@ typedef struct conn {
     bool answer_armed; /* replace the server's next answer */
     bool delaying;     /* tp_delay_matching matched: hold all that follows */
     bool mute;         /* half-dead: everything read is swallowed */
+    bool client_gone;  /* the client closed; held requests still go out */
 } conn;
 
 struct tp_proxy {
@@ -67,6 +68,7 @@ struct tp_proxy {
     char answer_needle[TP_NEEDLE];
     char answer[TP_REPLY];
     atomic_bool stall_requests;
+    atomic_bool deliver_after_close;
     atomic_uint reset_gen;
     atomic_ullong accepted, cuts, delayed, answered, unread;
     conn c[TP_MAX];
@@ -174,8 +176,19 @@ static bool relay(tp_proxy *p, int i, int d, int64_t now)
 {
     conn *c = &p->c[i];
     ssize_t k = read(c->fd[d], p->buf, sizeof p->buf);
+    if (k == 0 && d == TP_REQUESTS && c->q[TP_REQUESTS].head &&
+        atomic_load(&p->deliver_after_close)) {
+        /* As TCP does with what was sent before a FIN: the requests held
+         * back still reach the server; the answers go nowhere. */
+        c->client_gone = true;
+        queue_clear(&c->q[TP_REPLIES]);
+        return true;
+    }
     if (k <= 0) {
         return k < 0 && errno == EINTR;
+    }
+    if (c->client_gone) {
+        return true; /* an answer for a client that has gone */
     }
     if (c->mute) {
         return true; /* the link is up; nothing gets through, ever */
@@ -279,6 +292,10 @@ static void *relay_main(void *arg)
         int timeout = 200;
         for (int i = p->n - 1; i >= 0; i--) {
             bool ok = true;
+            if (p->c[i].client_gone && !p->c[i].q[TP_REQUESTS].head) {
+                conn_close(p, i); /* all it had sent has gone out */
+                continue;
+            }
             for (int d = 0; d < 2 && ok; d++) {
                 ok = flush_due(&p->c[i].q[d], p->c[i].fd[1 - d], now);
                 if (ok && p->c[i].q[d].head) {
@@ -297,7 +314,8 @@ static void *relay_main(void *arg)
         bool stalled = atomic_load(&p->stall_requests);
         for (int i = 0; i < p->n; i++) {
             /* fd -1: poll() skips it, and its requests stay unread. */
-            pf[2 + 2 * i] = (struct pollfd){stalled ? -1 : p->c[i].fd[0], POLLIN, 0};
+            pf[2 + 2 * i] = (struct pollfd){stalled || p->c[i].client_gone ? -1 : p->c[i].fd[0],
+                                            POLLIN, 0};
             pf[3 + 2 * i] = (struct pollfd){p->c[i].fd[1], POLLIN, 0};
         }
         int nfds = 2 + 2 * p->n;
@@ -528,4 +546,10 @@ void tp_free(tp_proxy *p)
     }
     pthread_mutex_destroy(&p->mu);
     free(p);
+}
+
+void tp_deliver_after_close(tp_proxy *p, bool on)
+{
+    atomic_store(&p->deliver_after_close, on);
+    wake(p);
 }

@@ -50,6 +50,12 @@ void tp_cut_next_request(tp_proxy *p, const char *prefix, const char *needle);
 /* Request data that contains needle, and everything after it on that
  * connection, reaches the server delay_ms late (delay_ms 0: off). */
 void tp_delay_matching(tp_proxy *p, const char *needle, int64_t delay_ms);
+/* on: a client that closes its connection while request data of it is held
+ * back (tp_delay, tp_delay_matching) does not take that data with it: it
+ * reaches the server when due, as TCP delivers what was sent before a FIN
+ * (a request that timed out on the client can still run later); the
+ * answers are dropped. Off (the default): closing drops held data. */
+void tp_deliver_after_close(tp_proxy *p, bool on);
 /* The next request that contains needle is relayed, and Redis's answer to
  * it is replaced by reply (raw RESP, e.g. "+what\r\n"): a server or proxy
  * that answers with something else. One request at a time on that

@@ -582,7 +582,10 @@ Test(exact, abandon_after_a_long_retry_releases_the_hold_that_ran, .timeout = 12
     redisContext *r = th_redis(0);
     tp_proxy *px = tp_new(th_port());
     cr_assert(px && tp_start(px) == 0);
-    rlock_client *ca = client_with(tp_port(px), 0, 1000, 19000, 0, NULL, NULL);
+    /* retry_timeout_ms 17 s: the last resend starts within it plus one
+     * back-off (at most 1 s) and ends a command timeout (1 s) later, so
+     * its reply too comes inside the 19.5 s of late replies below. */
+    rlock_client *ca = client_with(tp_port(px), 0, 1000, 17000, 0, NULL, NULL);
     char *name = th_name("abandonhorizon");
     rlock *la;
     th_ok(rlock_new(ca, name, &la));
@@ -905,4 +908,72 @@ Test(exact, cancel_during_settling_returns_within_a_command_timeout, .timeout = 
     rlock_client_free(c);
     free(name);
     th_server_stop(&srv);
+}
+
+/* An unlock unanswered past the latch's horizon is judged from the counts;
+ * judged "not run", it is sent again under a new id. If that new request
+ * goes unanswered too but runs later (it timed out on the client, its
+ * bytes were still on their way), the next call must resend that very
+ * request, whose latch then stops the late copy: judging again from the
+ * counts while it is on its way ("not run" once more) sends a third
+ * unlock, and the two release the outer hold too. About 23 s: the
+ * horizon is the library's 20 s latch, not a timing of this test. */
+Test(exact, unlock_resent_past_the_horizon_keeps_its_new_id, .timeout = 90)
+{
+    tp_proxy *px = tp_new(th_port());
+    cr_assert(px && tp_start(px) == 0);
+    tp_deliver_after_close(px, true);
+    rlock_client *c = client_at(tp_port(px), 1000, 0);
+    char *name = th_name("newid");
+    rlock *l;
+    th_ok(rlock_new(c, name, &l));
+    warm_up(c);
+    char *owner = th_owner(c, rlock_thread_id());
+    redisContext *r = th_redis(0);
+    th_ok(rlock_lock(l, 120000));
+    th_ok(rlock_lock(l, 120000));
+
+    /* The first unlock never reaches Redis: in doubt, kept to be sent. */
+    tp_mute(px, true);
+    rlock_status st = rlock_unlock(l);
+    cr_assert(st == RLOCK_ETIMEDOUT || st == RLOCK_EIO, "got %s", rlock_status_name(st));
+    tp_mute(px, false);
+    tp_drop(px);
+    cr_assert_eq(th_hget_int(r, name, owner), 2);
+    /* Past the horizon: 20 s after the first send, less a command timeout
+     * (1 s) and a second. */
+    th_sleep_ms(18500);
+
+    /* The next lock settles it first: judged not run (Redis still counts
+     * 2), sent under a new id, which reaches Redis only th_ms(3000) later:
+     * the call times out on it before it runs. */
+    tp_delay_matching(px, "redisson_unlock_latch", th_ms(3000));
+    int64_t t0 = th_now_ms();
+    st = rlock_lock(l, 120000);
+    cr_assert(st == RLOCK_ETIMEDOUT || st == RLOCK_EIO, "got %s", rlock_status_name(st));
+    tp_delay_matching(px, "redisson_unlock_latch", 0);
+    cr_assert_eq(th_hget_int(r, name, owner), 2, "the delayed unlock ran early");
+
+    /* While it is on its way, the thread unlocks: one level, either way. */
+    st = rlock_unlock(l);
+    cr_assert(th_now_ms() - t0 < th_ms(3000), "setup: the delayed copy may have arrived");
+    th_assert_status(st, RLOCK_OK);
+    int64_t n = 0;
+    th_ok(rlock_hold_count(l, &n));
+    cr_assert_eq(n, 1);
+    cr_assert_eq(th_hget_int(r, name, owner), 1);
+    /* The late copy arrives: the thread still holds one level. */
+    cr_assert(TH_POLL(tp_delayed(px) > 0 && th_now_ms() - t0 > th_ms(3000) + 200, 6000));
+    th_sleep_ms(200);
+    cr_assert_eq(th_hget_int(r, name, owner), 1,
+                 "the late unlock released the level the thread still holds (Redis counts %lld)",
+                 th_hget_int(r, name, owner));
+    th_ok(rlock_unlock(l));
+    cr_assert_eq(th_exists(r, name), 0);
+    redisFree(r);
+    rlock_free(l);
+    rlock_client_free(c);
+    tp_free(px);
+    free(owner);
+    free(name);
 }

@@ -298,12 +298,23 @@ static rlock_status settle_pending(rlock *l, uint64_t tid, const char *owner,
         return st;
     }
     if (j == NOT_RUN) {
+        /* Sent again under a new id, which becomes the request in doubt
+         * if this send goes unanswered too, as in release(): a copy of it
+         * may still run, and only its own latch can stop that copy, so
+         * the next settling resends it rather than judge the counts
+         * again (judged "not run" while it is on its way, a third unlock
+         * would release a second level). */
         char rid[33];
         rlock__request_id(rid);
         sent = rlock__now_ms();
+        if (v->count > 1) {
+            rlock__hold_ttl_may(c, l->key, l->keylen, tid, sent, v->lease_ms);
+        }
         st = l->kind->release(l, owner, rid, v->lease_ms, &r, deadline_ms);
         if (st == RLOCK_OK) {
             apply(l, tid, r, rid, sent);
+        } else if (st != RLOCK_EPOOL && st != RLOCK_ENOMEM && st != RLOCK_EPERM) {
+            rlock__hold_set_pending(c, l->key, l->keylen, tid, rid, sent, l->kind);
         }
         return st;
     }
