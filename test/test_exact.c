@@ -977,3 +977,75 @@ Test(exact, unlock_resent_past_the_horizon_keeps_its_new_id, .timeout = 90)
     free(owner);
     free(name);
 }
+
+/* An acquire that runs past its latch's horizon leaves Redis counting a
+ * level more than the thread; the thread's next call gives that surplus
+ * back. A give-back that goes unanswered and still runs later must be
+ * sent again as the same request: sent under a fresh id, the late copy
+ * releases one of the thread's own levels too. About 28 s: the acquire
+ * latch's 21 s (20 s + retry_timeout_ms 1 ms + command_timeout_ms 1 s) is the
+ * library's, not a timing of this test. */
+Test(exact, surplus_given_back_again_releases_one_level, .timeout = 120)
+{
+    tp_proxy *px = tp_new(th_port());
+    cr_assert(px && tp_start(px) == 0);
+    tp_deliver_after_close(px, true);
+    /* retry_timeout_ms 1 (0 is the default, 10 s): the acquire latch
+     * lives 20 s + 1 ms + the command timeout. */
+    rlock_client *c = client_at(tp_port(px), 1000, 1);
+    char *name = th_name("surplus");
+    rlock *l;
+    th_ok(rlock_new(c, name, &l));
+    warm_up(c);
+    char *owner = th_owner(c, rlock_thread_id());
+    redisContext *r = th_redis(0);
+
+    /* An acquire that reaches Redis 23 s late: the call times out, the
+     * next one abandons it (its latch says so for 21 s) and takes the
+     * lock; then the late copy runs, past the latch: Redis counts 2, the
+     * thread 1. */
+    int64_t t0 = th_now_ms();
+    tp_delay_matching(px, name, 23000);
+    rlock_status st = rlock_try_lock(l, 0, 120000);
+    cr_assert(st == RLOCK_ETIMEDOUT || st == RLOCK_EIO, "got %s", rlock_status_name(st));
+    tp_delay_matching(px, name, 0);
+    th_ok(rlock_lock(l, 120000));
+    cr_assert_eq(th_hget_int(r, name, owner), 1);
+    cr_assert(TH_POLL(th_hget_int(r, name, owner) == 2, 30000 - (th_now_ms() - t0)),
+              "setup: the late acquire never ran (Redis counts %lld)",
+              th_hget_int(r, name, owner));
+    /* A re-entry finds Redis's count off by one: the surplus is noted. */
+    th_ok(rlock_lock(l, 120000));
+    cr_assert_eq(th_hget_int(r, name, owner), 3);
+
+    /* The give-back reaches Redis th_ms(3000) late: the unlock that
+     * settles first times out on it and sends nothing of its own. */
+    tp_delay_matching(px, "redisson_unlock_latch", th_ms(3000));
+    int64_t t1 = th_now_ms();
+    st = rlock_unlock(l);
+    cr_assert(st == RLOCK_ETIMEDOUT || st == RLOCK_EIO, "got %s", rlock_status_name(st));
+    tp_delay_matching(px, "redisson_unlock_latch", 0);
+    cr_assert_eq(th_hget_int(r, name, owner), 3, "the delayed give-back ran early");
+    /* The next unlock gives the surplus back and releases one level. */
+    th_ok(rlock_unlock(l));
+    cr_assert(th_now_ms() - t1 < th_ms(3000), "setup: the delayed copy may have arrived");
+    int64_t n = 0;
+    th_ok(rlock_hold_count(l, &n));
+    cr_assert_eq(n, 1);
+    cr_assert_eq(th_hget_int(r, name, owner), 1);
+    /* The late copy of the first give-back arrives: one level is left. */
+    while (th_now_ms() - t1 < th_ms(3000) + 300) {
+        th_sleep_ms(50);
+    }
+    cr_assert_eq(th_hget_int(r, name, owner), 1,
+                 "the late give-back released the level the thread holds (Redis counts %lld)",
+                 th_hget_int(r, name, owner));
+    th_ok(rlock_unlock(l));
+    cr_assert_eq(th_exists(r, name), 0);
+    redisFree(r);
+    rlock_free(l);
+    rlock_client_free(c);
+    tp_free(px);
+    free(owner);
+    free(name);
+}

@@ -204,7 +204,12 @@ typedef struct rlock__holder {
     bool lost;          /* Redis no longer has it (renewal, re-entry) */
     bool in_round;      /* a renewal round in flight includes this hold */
     bool suspect;       /* an acquire got no reply and may have run: settle
-                           it with suspect_rid (empty: compare hold counts) */
+                           it with suspect_rid */
+    bool suspect_count; /* ... or Redis counts more than we do (an acquire
+                           ran past its latch's horizon): give the surplus
+                           back, each level under an id derived from
+                           suspect_rid and the count it takes away, so a
+                           give-back sent again is the same request */
     bool pending;       /* an unlock got no reply: resend pending_rid */
     bool acquiring;     /* its thread is between prepare and the outcome */
     bool orphan;        /* its thread exited with this doubt: the watchdog
@@ -258,6 +263,7 @@ typedef struct rlock__hold_view {
     char pending_rid[33];
     int64_t suspect_held;
     char suspect_rid[33];
+    bool suspect_count;
     int64_t token; /* of the latest acquisition (fenced kinds), -1 none */
     /* The record's kind (NULL: no record), and those of its doubts. */
     const struct rlock__kind *kind, *suspect_kind, *pending_kind, *give_up_kind;

@@ -319,6 +319,7 @@ static void view_locked(rlock_client *c, const rlock__holder *x, rlock__hold_vie
         memcpy(v->pending_rid, x->pending_rid, sizeof v->pending_rid);
         v->suspect_held = x->suspect_held;
         memcpy(v->suspect_rid, x->suspect_rid, sizeof v->suspect_rid);
+        v->suspect_count = x->suspect_count;
         v->kind = x->kind;
         v->suspect_kind = x->suspect ? x->suspect_kind : NULL;
         v->pending_kind = x->pending ? x->pending_kind : NULL;
@@ -597,10 +598,13 @@ void rlock__hold_set_suspect(rlock_client *c, const char *name, size_t len, uint
     if (x) {
         x->suspect = rid != NULL;
         x->suspect_kind = rid ? kind : NULL;
-        if (rid) {
+        x->suspect_count = rid && !rid[0];
+        if (x->suspect_count) {
+            rlock__request_id(x->suspect_rid); /* the give-backs' base */
+        } else if (rid) {
             x->suspect_held = x->count;
             snprintf(x->suspect_rid, sizeof x->suspect_rid, "%s", rid);
-            if (rid[0] && ttl_ms >= 0) {
+            if (ttl_ms >= 0) {
                 may_have_told(c, x, sent_ms, ttl_ms);
             }
         }

@@ -237,7 +237,7 @@ static rlock_status settle_acquire(rlock *l, uint64_t tid, const char *owner,
                                    const rlock__hold_view *v, int64_t deadline_ms)
 {
     rlock_client *c = l->c;
-    if (v->suspect_rid[0]) {
+    if (!v->suspect_count) {
         int what;
         int64_t sent = rlock__now_ms();
         rlock_status st = l->kind->abandon(l, owner, v->suspect_rid, v->suspect_held,
@@ -261,16 +261,22 @@ static rlock_status settle_acquire(rlock *l, uint64_t tid, const char *owner,
         return st;
     }
     int64_t extra = v->lost ? in_redis : in_redis - v->count;
-    for (; extra > 0; extra--) {
+    for (; extra > 0; extra--, in_redis--) {
+        /* The give-back of the level that takes Redis's count from
+         * in_redis has one id (I3): sent again, by this settling or the
+         * next, it is the same request, and its latch stops a late copy
+         * of an earlier send that went unanswered. */
         char rid[33];
         rlock__released r;
-        rlock__request_id(rid);
+        memcpy(rid, v->suspect_rid, 24);
+        snprintf(rid + 24, sizeof rid - 24, "%08llx", (unsigned long long)(in_redis & 0xffffffff));
         int64_t sent = rlock__now_ms();
         if ((st = l->kind->release(l, owner, rid, v->lease_ms, &r, deadline_ms)) != RLOCK_OK) {
             return st; /* stays suspect */
         }
+        /* Its latch lives out its TTL (no queue_latch()): an earlier
+         * send of this very id may still be on its way. */
         rlock__hold_ttl_set(c, l->key, l->keylen, tid, sent, v->lease_ms);
-        queue_latch(l, rid);
     }
     rlock__hold_set_suspect(c, l->key, l->keylen, tid, NULL, 0, 0, NULL);
     return RLOCK_OK;
