@@ -159,9 +159,11 @@ test: check
 layers: lib
 	sh scripts/check-layers.sh $(B)
 
-# Both runners (Criterion, test/lite) must know the same tests.
+# Both runners (Criterion, test/lite) must know the same tests, and
+# run-tests.sh must find the tests of a program that died, in any locale.
 test-lists: $(TEST_BIN) $(LITE_LIST_BIN)
 	sh scripts/check-test-lists.sh $(B)/test-lite $(TEST_BIN)
+	sh scripts/check-died.sh $(B) $(B)/test/test_cliflags
 
 # Built quietly first (compiler lines are not part of the demo's output;
 # they are shown only if the build fails).

@@ -95,7 +95,7 @@ int main(int argc, char **argv)
     printf("port_basic: ok\n");
 
 cleanup:
-    rlock_free(lock);          /* handles first ... */
-    rlock_client_free(client); /* ... then the client (redisson.shutdown()) */
+    rlock_free(lock);          /* before or after the client */
+    rlock_client_free(client); /* redisson.shutdown() */
     return rc;
 }

@@ -52,6 +52,25 @@ static inline void cli_teardown(void)
     g_bin = NULL;
 }
 
+/* Criterion's cr_skip_test() exits the test's process without running the
+ * suite's fini, which would leave the test's directory behind in /tmp. In
+ * a file that uses these helpers it removes the directory first (the same
+ * calls as Criterion's and test/lite's cr_skip_test(), after the teardown). */
+#undef cr_skip_test
+#ifdef RLOCK_CRITERION_LITE_H
+#define cr_skip_test(...)                                                                          \
+    do {                                                                                           \
+        cli_teardown();                                                                            \
+        crl_skip(" " __VA_ARGS__);                                                                 \
+    } while (0)
+#else
+#define cr_skip_test(...)                                                                          \
+    do {                                                                                           \
+        cli_teardown();                                                                            \
+        criterion_skip_test("" __VA_ARGS__);                                                       \
+    } while (0)
+#endif
+
 /* A path inside this test's directory; the caller frees it. */
 static inline char *tpath(const char *file)
 {

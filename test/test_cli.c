@@ -6,14 +6,6 @@
 
 #include <pty.h>
 
-/* Criterion's cr_skip_test() exits the test's process without running the
- * suite's fini, which would leave the test's directory behind. */
-#define skip(...)                                                                                  \
-    do {                                                                                           \
-        cli_teardown();                                                                            \
-        cr_skip_test(__VA_ARGS__);                                                                 \
-    } while (0)
-
 TestSuite(cli, .init = cli_setup, .fini = cli_teardown, .timeout = 90);
 
 static void wait_for_key(redisContext *r, const char *key, long long exists, int64_t timeout_ms)
@@ -1025,7 +1017,7 @@ Test(cli, status_json_is_valid_for_any_name)
     redisFree(r);
     free(path);
     if (!python) {
-        skip("python3 not found (scripts/deps.sh installs it): JSON validity not checked");
+        cr_skip_test("python3 not found (scripts/deps.sh installs it): JSON validity not checked");
     }
 }
 
