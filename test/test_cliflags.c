@@ -57,7 +57,8 @@ Test(cliflags, url_redact_checks_like_the_client_and_hides_the_password)
     /* Malformed: which part, never its text; the password hidden anyway. */
     expect_redact("redis://host:s3cret", RLOCK_EINVAL, "redis://host:***", "the port");
     expect_redact("redis://u:s3cret@h/x", RLOCK_EINVAL, "redis://u:***@h/x", "the database");
-    expect_redact("http://:s3cret@h", RLOCK_EINVAL, "http://:***@h", "the scheme");
+    expect_redact("http://:s3cret@h", RLOCK_EINVAL, "http://:***@h",
+                  "the scheme must be redis://, rediss:// (TLS) or unix://");
     expect_redact("redis://:s3cret@", RLOCK_EINVAL, "redis://:***@", "the host is empty");
     expect_redact("redis://:s3cret%zz@h", RLOCK_EINVAL, "redis://:***@h", "%-escape");
     expect_redact("unix://rel?password=s3cret", RLOCK_EINVAL, "unix://rel?password=***",

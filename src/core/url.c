@@ -230,7 +230,7 @@ rlock_status rlock__parse_url(const char *url, rlock__endpoint *ep)
     } else if (strncmp(url, "unix://", 7) == 0) {
         st = parse_unix(url + 7, ep);
     } else {
-        st = rlock__fail(RLOCK_EINVAL, "the scheme must be redis:// or unix://");
+        st = rlock__fail(RLOCK_EINVAL, "the scheme must be redis://, rediss:// (TLS) or unix://");
     }
     if (st != RLOCK_OK) {
         rlock__endpoint_free(ep);
