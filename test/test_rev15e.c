@@ -100,3 +100,60 @@ Test(rev15e, surplus_count_seen_again_in_one_episode_is_given_back, .timeout = 6
     free(owner);
     free(name);
 }
+
+/* Check that held (e695efa). The blocking recv() is kept while at least a
+ * slice (100 ms) is left, and a socket's receive timeout of 100 ms is not
+ * exactly 100 ms (on a socketpair here: 104 ms on average, up to 108 ms),
+ * so a deadline between 100 ms and about 108 ms away could end past
+ * itself. Command timeouts just above the slice, the smallest overshoot of
+ * 5 rounds each (scheduling noise only adds): measured 0-1 ms, so the
+ * suspicion did not hold over TCP. */
+Test(rev15e, reply_wait_just_over_a_slice_ends_at_the_deadline, .timeout = 60)
+{
+    tp_proxy *px = tp_new(th_port());
+    cr_assert(px && tp_start(px) == 0);
+    char *name = th_name("rev15e-slice");
+    int64_t worst = 0, worst_cmd = 0;
+    for (int64_t cmd = 101; cmd <= 110; cmd += 3) {
+        rlock_config cfg;
+        char url[64];
+        snprintf(url, sizeof url, "redis://127.0.0.1:%d", tp_port(px));
+        rlock_config_init(&cfg);
+        cfg.url = url;
+        cfg.command_timeout_ms = cmd;
+        cfg.connect_timeout_ms = th_ms(2000);
+        cfg.retry_timeout_ms = 0;
+        rlock_client *c = th_client_cfg(&cfg);
+        rlock *l;
+        th_ok(rlock_new(c, name, &l));
+        int64_t best = INT64_MAX;
+        for (int i = 0; i < 5; i++) {
+            bool locked = true;
+            th_ok(rlock_is_locked(l, &locked));
+            tp_mute(px, true);
+            int64_t t0 = th_now_ms();
+            rlock_status st = rlock_is_locked(l, &locked);
+            int64_t took = th_now_ms() - t0;
+            tp_mute(px, false);
+            th_assert_status(st, RLOCK_ETIMEDOUT);
+            if (took - cmd < best) {
+                best = took - cmd;
+            }
+        }
+        cr_log_info("command timeout %lld ms: the wait ended at best %lld ms past it",
+                    (long long)cmd, (long long)best);
+        if (best > worst) {
+            worst = best;
+            worst_cmd = cmd;
+        }
+        rlock_free(l);
+        rlock_client_free(c);
+    }
+    /* 1 ms of rounding (both clocks read whole ms), scaled for slow runs. */
+    cr_assert(worst <= th_ms(2) - 1,
+              "a command timeout of %lld ms ended, at best of 5 rounds, %lld ms past it (the "
+              "socket's 100 ms receive timeout, rounded up by the kernel)",
+              (long long)worst_cmd, (long long)worst);
+    tp_free(px);
+    free(name);
+}
