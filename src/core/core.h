@@ -207,9 +207,9 @@ typedef struct rlock__holder {
                            it with suspect_rid */
     bool suspect_count; /* ... or Redis counts more than we do (an acquire
                            ran past its latch's horizon): give the surplus
-                           back, each level under an id derived from
-                           suspect_rid and the count it takes away, so a
-                           give-back sent again is the same request */
+                           back; suspect_rid is then the give-back that got
+                           no reply ("" none), sent again first, its first
+                           send at giveback_sent_ms */
     bool pending;       /* an unlock got no reply: resend pending_rid */
     bool acquiring;     /* its thread is between prepare and the outcome */
     bool orphan;        /* its thread exited with this doubt: the watchdog
@@ -225,6 +225,7 @@ typedef struct rlock__holder {
     char pending_rid[33];
     int64_t suspect_held;    /* the count when it was sent */
     char suspect_rid[33];
+    int64_t giveback_sent_ms;
     /* The kinds of the requests in doubt, which settle them with their own
      * scripts: one of another kind than the hold's (a re-entry through
      * another kind of the same layout) is settled as it was sent. */
@@ -264,6 +265,7 @@ typedef struct rlock__hold_view {
     int64_t suspect_held;
     char suspect_rid[33];
     bool suspect_count;
+    int64_t giveback_sent_ms;
     int64_t token; /* of the latest acquisition (fenced kinds), -1 none */
     /* The record's kind (NULL: no record), and those of its doubts. */
     const struct rlock__kind *kind, *suspect_kind, *pending_kind, *give_up_kind;
@@ -347,6 +349,10 @@ void rlock__hold_unwound_lost(struct rlock_client *c, const char *name, size_t l
  * hold's deadline comes no later than sent_ms + ttl_ms (ttl_ms < 0: it
  * cannot shorten the hold's life, a kind whose re-entry adds or keeps:
  * the deadline stays). It is settled with its kind's scripts. */
+/* The give-back of a surplus (a suspect_count record) that got no reply:
+ * rid (NULL: none left in doubt), first sent at sent_ms. */
+void rlock__hold_set_giveback(struct rlock_client *c, const char *name, size_t len, uint64_t tid,
+                              const char *rid, int64_t sent_ms);
 void rlock__hold_set_suspect(struct rlock_client *c, const char *name, size_t len, uint64_t tid,
                              const char *rid, int64_t sent_ms, int64_t ttl_ms,
                              const struct rlock__kind *kind);

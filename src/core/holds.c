@@ -320,6 +320,7 @@ static void view_locked(rlock_client *c, const rlock__holder *x, rlock__hold_vie
         v->suspect_held = x->suspect_held;
         memcpy(v->suspect_rid, x->suspect_rid, sizeof v->suspect_rid);
         v->suspect_count = x->suspect_count;
+        v->giveback_sent_ms = x->giveback_sent_ms;
         v->kind = x->kind;
         v->suspect_kind = x->suspect ? x->suspect_kind : NULL;
         v->pending_kind = x->pending ? x->pending_kind : NULL;
@@ -588,6 +589,18 @@ void rlock__hold_reentry_sent(rlock_client *c, const char *name, size_t len, uin
     pthread_mutex_unlock(&c->hold_mu);
 }
 
+void rlock__hold_set_giveback(rlock_client *c, const char *name, size_t len, uint64_t tid,
+                              const char *rid, int64_t sent_ms)
+{
+    pthread_mutex_lock(&c->hold_mu);
+    rlock__holder *x = find_holder(find_hold(c, name, len), tid);
+    if (x && x->suspect_count) {
+        snprintf(x->suspect_rid, sizeof x->suspect_rid, "%s", rid ? rid : "");
+        x->giveback_sent_ms = sent_ms;
+    }
+    pthread_mutex_unlock(&c->hold_mu);
+}
+
 void rlock__hold_set_suspect(rlock_client *c, const char *name, size_t len, uint64_t tid,
                              const char *rid, int64_t sent_ms, int64_t ttl_ms,
                              const struct rlock__kind *kind)
@@ -600,7 +613,7 @@ void rlock__hold_set_suspect(rlock_client *c, const char *name, size_t len, uint
         x->suspect_kind = rid ? kind : NULL;
         x->suspect_count = rid && !rid[0];
         if (x->suspect_count) {
-            rlock__request_id(x->suspect_rid); /* the give-backs' base */
+            x->suspect_rid[0] = '\0'; /* no give-back in doubt yet */
         } else if (rid) {
             x->suspect_held = x->count;
             snprintf(x->suspect_rid, sizeof x->suspect_rid, "%s", rid);

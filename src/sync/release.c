@@ -101,6 +101,15 @@ static void as_kind_done(rlock *l, rlock *h)
  * *left: a copy may have run (RLOCK_EPOOL and RLOCK_ENOMEM mean it never
  * left; RLOCK_EPERM, an ACL refusal, that it ran nothing: the unlock
  * scripts publish before any write). */
+/* Whether a request that failed with st may have reached Redis (and may
+ * still run): not when it never left the pool (RLOCK_EPOOL, RLOCK_ENOMEM)
+ * or the ACL refused it (RLOCK_EPERM: the scripts publish before writing,
+ * so a refusal ran nothing). */
+static bool may_have_left(rlock_status st)
+{
+    return st != RLOCK_EPOOL && st != RLOCK_ENOMEM && st != RLOCK_EPERM;
+}
+
 static rlock_status send_release(rlock *l, const char *owner, const char *rid, int64_t lease_ms,
                                  rlock__released *out, bool *once, bool *left)
 {
@@ -110,7 +119,7 @@ static rlock_status send_release(rlock *l, const char *owner, const char *rid, i
         st = l->kind->release(l, owner, rid, lease_ms, out,
                               rlock__now_ms() + l->c->cfg.command_timeout_ms);
         *once = tries == 0;
-        *left = *left || (st != RLOCK_EPOOL && st != RLOCK_ENOMEM && st != RLOCK_EPERM);
+        *left = *left || may_have_left(st);
         if (st != RLOCK_EIO && st != RLOCK_ETIMEDOUT) {
             break;
         }
@@ -255,28 +264,49 @@ static rlock_status settle_acquire(rlock *l, uint64_t tid, const char *owner,
         rlock__hold_set_suspect(c, l->key, l->keylen, tid, NULL, 0, 0, NULL);
         return RLOCK_OK;
     }
+    /* A give-back that got no reply is sent again first, as it was (I3):
+     * its latch answers if a copy ran, and stops a copy still on its way.
+     * Only then are the counts compared again, and each level still
+     * beyond ours goes back under a fresh id. An id is never derived from
+     * a count: the fault that made the surplus (a late acquire copy) can
+     * raise the count again to one seen before. */
+    rlock_status st;
+    rlock__released r;
+    if (v->suspect_rid[0] && trusted(c, v->giveback_sent_ms)) {
+        st = l->kind->release(l, owner, v->suspect_rid, v->lease_ms, &r, deadline_ms);
+        if (st != RLOCK_OK) {
+            return st; /* still in doubt */
+        }
+        if (r == RLOCK__PARTIAL) {
+            /* The copy that ran set the TTL, no earlier than the first
+             * send. */
+            rlock__hold_ttl_set(c, l->key, l->keylen, tid, v->giveback_sent_ms, v->lease_ms);
+        }
+        rlock__hold_set_giveback(c, l->key, l->keylen, tid, NULL, 0);
+    } else if (v->suspect_rid[0]) {
+        /* Past its latch's horizon: a copy that ran shows in the count,
+         * one still on its way cannot be stopped any more (I5). */
+        rlock__hold_set_giveback(c, l->key, l->keylen, tid, NULL, 0);
+    }
     int64_t in_redis;
-    rlock_status st = l->kind->count(l, owner, &in_redis, deadline_ms);
-    if (st != RLOCK_OK) {
+    if ((st = l->kind->count(l, owner, &in_redis, deadline_ms)) != RLOCK_OK) {
         return st;
     }
     int64_t extra = v->lost ? in_redis : in_redis - v->count;
-    for (; extra > 0; extra--, in_redis--) {
-        /* The give-back of the level that takes Redis's count from
-         * in_redis has one id (I3): sent again, by this settling or the
-         * next, it is the same request, and its latch stops a late copy
-         * of an earlier send that went unanswered. */
+    for (; extra > 0; extra--) {
         char rid[33];
-        rlock__released r;
-        memcpy(rid, v->suspect_rid, 24);
-        snprintf(rid + 24, sizeof rid - 24, "%08llx", (unsigned long long)(in_redis & 0xffffffff));
+        rlock__request_id(rid);
         int64_t sent = rlock__now_ms();
         if ((st = l->kind->release(l, owner, rid, v->lease_ms, &r, deadline_ms)) != RLOCK_OK) {
+            if (may_have_left(st)) {
+                rlock__hold_set_giveback(c, l->key, l->keylen, tid, rid, sent);
+            }
             return st; /* stays suspect */
         }
-        /* Its latch lives out its TTL (no queue_latch()): an earlier
-         * send of this very id may still be on its way. */
-        rlock__hold_ttl_set(c, l->key, l->keylen, tid, sent, v->lease_ms);
+        if (r == RLOCK__PARTIAL) {
+            rlock__hold_ttl_set(c, l->key, l->keylen, tid, sent, v->lease_ms);
+        }
+        queue_latch(l, rid); /* answered at its only send */
     }
     rlock__hold_set_suspect(c, l->key, l->keylen, tid, NULL, 0, 0, NULL);
     return RLOCK_OK;
@@ -319,7 +349,7 @@ static rlock_status settle_pending(rlock *l, uint64_t tid, const char *owner,
         st = l->kind->release(l, owner, rid, v->lease_ms, &r, deadline_ms);
         if (st == RLOCK_OK) {
             apply(l, tid, r, rid, sent);
-        } else if (st != RLOCK_EPOOL && st != RLOCK_ENOMEM && st != RLOCK_EPERM) {
+        } else if (may_have_left(st)) {
             rlock__hold_set_pending(c, l->key, l->keylen, tid, rid, sent, l->kind);
         }
         return st;
