@@ -6,6 +6,7 @@
  * and run and hold waiting for the lock) go through the library, which
  * speaks TLS: a release wakes them at once, a signal ends them. */
 #include "cli_helpers.h"
+#include "kinds.h"
 
 static th_tls g_certs;
 static th_server g_srv;
@@ -40,7 +41,6 @@ TestSuite(clitls_mutual, .init = mutual_setup, .fini = teardown, .timeout = 90);
 
 /* The arguments of a sub-command over TLS, trusting the harness's CA. */
 #define TLS(...) "--url", g_url, "--cacert", g_certs.ca, __VA_ARGS__
-
 
 /* Subscribers of the lock's channel: a waiter of the command counts once
  * it waits on the channel. */
@@ -78,8 +78,8 @@ Test(clitls, run_hold_status_wait_over_tls)
     char *name = th_name("clitls");
     redisContext *r = th_redis(g_srv.port);
     /* run: COMMAND runs with the lock held, and it is released after. */
-    cr_assert_eq(RUN_IO(NULL, NULL, NULL, TLS("run", name, "--", "sh", "-c",
-                                        "test \"$RLOCK_HELD\" = 1 && exit 7")),
+    cr_assert_eq(RUN_IO(NULL, NULL, NULL,
+                        TLS("run", name, "--", "sh", "-c", "test \"$RLOCK_HELD\" = 1 && exit 7")),
                  7);
     cr_assert_eq(th_exists(r, name), 0);
 
@@ -191,7 +191,7 @@ Test(clitls, a_signal_ends_every_wait)
                  {"run", SIGINT},   {"hold", SIGTERM}, {"hold", SIGHUP}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         pid_t p = strcmp(cases[i].cmd, "run") == 0 ? START(NULL, TLS("run", name, "--", "true"))
-                                                    : START(NULL, TLS(cases[i].cmd, name));
+                                                   : START(NULL, TLS(cases[i].cmd, name));
         wait_for_subscriber(r, name, p);
         int64_t t0 = th_now_ms();
         kill(p, cases[i].sig);
@@ -211,6 +211,113 @@ Test(clitls, a_signal_ends_every_wait)
     free(out);
     redisFree(r);
     free(name);
+}
+
+/* ---- the lock family (issue 16) ------------------------------------------ */
+
+/* Each kind flag over TLS: run gives COMMAND the lock (and, --fenced, the
+ * token Redis handed out in RLOCK_FENCE_TOKEN); hold takes it, Redis shows
+ * the kind's hold; a one-look run of the rival kind is refused (75); a
+ * waiting run of the rival kind (queued, subscribed, or polling for
+ * --spin) is shown by status and takes the lock within a second of the
+ * hold's release; nothing is left. */
+Test(clitls, kind_flags_over_tls)
+{
+    static const struct {
+        const char *flag, *rival; /* the rival waits for the holder */
+        int kind;                 /* th_kinds[] entry of flag */
+        const char *status;       /* status's kind: line while a rival waits */
+    } cases[] = {
+        {"--fair", "--fair", TK_FAIR, "kind: fair\n"},
+        {"--read", "--write", TK_READ, "kind: read/write\nmode: read\n"},
+        {"--write", "--read", TK_WRITE, "kind: read/write\nmode: write\n"},
+        {"--fenced", "--fenced", TK_FENCED, "kind: fenced\n"},
+        {"--spin", "--spin", TK_SPIN, "kind: lock\n"},
+    };
+    redisContext *r = th_redis(g_srv.port);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *f = cases[i].flag, *rf = cases[i].rival;
+        const th_kind *k = &th_kinds[cases[i].kind];
+        char prefix[64];
+        snprintf(prefix, sizeof prefix, "clitls-%s", f + 2);
+        char *name = th_name(prefix), *tk = th_prefixed("redisson_lock_token", name);
+
+        /* run: COMMAND under the lock, the token only for --fenced. */
+        char *out = NULL;
+        cr_assert_eq(RUN_IO(NULL, &out, NULL,
+                            TLS("run", f, name, "--", "sh", "-c",
+                                "test \"$RLOCK_HELD\" = 1 && echo \"${RLOCK_FENCE_TOKEN-none}\" "
+                                "&& exit 7")),
+                     7, "run %s", f);
+        if (k->fenced) {
+            redisReply *rep = th_cmd(r, "GET %s", tk);
+            cr_assert(rep->type == REDIS_REPLY_STRING && atoll(out) > 0 &&
+                          atoll(out) == atoll(rep->str),
+                      "RLOCK_FENCE_TOKEN %s, Redis handed out %s", out,
+                      rep->type == REDIS_REPLY_STRING ? rep->str : "nothing");
+            freeReplyObject(rep);
+        } else {
+            cr_assert_str_eq(out, "none\n", "run %s", f);
+        }
+        free(out);
+        th_kind_assert_free(r, k, name);
+
+        /* hold: the holder's field (and token) as its line says. */
+        char *hout = tpath("kind-hold.out");
+        pid_t h = START(hout, TLS("hold", f, name));
+        char *line = first_line(hout), owner[160];
+        long long token = -1;
+        int got = sscanf(line, "%159s %lld", owner, &token);
+        cr_assert_eq(got, k->fenced ? 2 : 1, "%s: holder line '%s'", f, line);
+        cr_assert_eq(th_hget_int(r, name, owner), 1, "%s: %s not held by %s", f, name, owner);
+        cr_assert_eq(th_hlen(r, name), (k->read || k->write) ? 2 : 1, "%s: one holder", f);
+        cr_assert_eq(k->write, strstr(owner, ":write") != NULL, "%s: owner %s", f, owner);
+        if (k->read || k->write) {
+            char *m = th_rw_mode(r, name);
+            cr_assert_str_eq(m, k->read ? "read" : "write");
+            free(m);
+        }
+        if (k->fenced) {
+            redisReply *rep = th_cmd(r, "GET %s", tk);
+            cr_assert(rep->type == REDIS_REPLY_STRING && atoll(rep->str) == token,
+                      "hold's token %lld", token);
+            freeReplyObject(rep);
+        }
+        long long ttl = th_pttl(r, name);
+        cr_assert(ttl > 20000 && ttl <= 30000, "%s: PTTL %lld", f, ttl);
+        cr_assert_eq(RUN_IO(NULL, NULL, NULL, TLS("run", "-n", rf, name, "--", "true")), 75,
+                     "%s held: run -n %s", f, rf);
+
+        /* A waiting run of the rival kind, as Redis shows it. */
+        pid_t w = START(NULL, TLS("run", rf, "-w", "30", name, "--", "true"));
+        th_kind_wait_waiting(g_srv.port, th_kind_rival(k), name, 10000);
+        cr_assert(still_running(w), "%s: the waiter exited instead of waiting", rf);
+        char *so = NULL;
+        cr_assert_eq(RUN_IO(NULL, &so, NULL, TLS("status", name)), 0, "status of %s", f);
+        cr_assert(strstr(so, cases[i].status) != NULL && strstr(so, owner) != NULL,
+                  "%s: status lacks '%s' or %s: %s", f, cases[i].status, owner, so);
+        if (k->fair) {
+            cr_assert(strstr(so, "queue: 1\n") != NULL, "%s", so);
+        }
+        free(so);
+
+        /* The release wakes it (a --spin waiter polls: its back-off, at
+         * most 128 ms by default, on top). */
+        int64_t t0 = th_now_ms();
+        kill(h, SIGTERM);
+        cr_assert_eq(wait_exit(h, 15000), 0, "%s: hold exit", f);
+        cr_assert_eq(wait_exit(w, 15000), 0, "%s: waiter exit", rf);
+        int64_t took = th_now_ms() - t0, bound = th_ms(1000) + (k->spin ? 128 : 0);
+        cr_assert(took < bound, "%s: the waiter ran %lld ms after the release", rf,
+                  (long long)took);
+        th_kind_assert_free(r, k, name);
+        cr_assert_eq(RUN_IO(NULL, NULL, NULL, TLS("status", name)), 1, "%s: status after", f);
+        free(line);
+        free(hout);
+        free(tk);
+        free(name);
+    }
+    redisFree(r);
 }
 
 /* ---- certificates ------------------------------------------------------ */
