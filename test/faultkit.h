@@ -105,6 +105,20 @@ static inline rlock_client *th_proxy_client(tp_proxy *p, int64_t watchdog_ms)
     return th_client_cfg(&cfg);
 }
 
+/* A client of the server (or proxy) at port with the given command and
+ * retry timeouts, the rest default. */
+static inline rlock_client *th_client_at(int port, int64_t command_ms, int64_t retry_ms)
+{
+    char u[64];
+    snprintf(u, sizeof u, "redis://127.0.0.1:%d", port);
+    rlock_config cfg;
+    rlock_config_init(&cfg);
+    cfg.url = u;
+    cfg.command_timeout_ms = command_ms;
+    cfg.retry_timeout_ms = retry_ms;
+    return th_client_cfg(&cfg);
+}
+
 /* Loads the acquire and unlock scripts of handles made by make into the
  * server's cache: one lock (and a re-entry when reentrant), unlocked. */
 static inline void th_warm_scripts(rlock_client *c,

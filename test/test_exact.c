@@ -13,18 +13,7 @@
 
 #include "harness.h"
 #include "proxy.h"
-
-static rlock_client *client_at(int port, int64_t command_ms, int64_t retry_ms)
-{
-    char url[64];
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
-    rlock_config cfg;
-    rlock_config_init(&cfg);
-    cfg.url = url;
-    cfg.command_timeout_ms = command_ms;
-    cfg.retry_timeout_ms = retry_ms;
-    return th_client_cfg(&cfg);
-}
+#include "faultkit.h"
 
 /* Keys matching pattern, and the value of the first one (if any). */
 static long long count_keys(redisContext *r, const char *pattern, char *first, size_t size)
@@ -62,7 +51,7 @@ Test(exact, late_copy_of_an_answered_acquire_takes_nothing, .timeout = 60)
 {
     tp_proxy *px = tp_new(th_port());
     cr_assert(px && tp_start(px) == 0);
-    rlock_client *c = client_at(tp_port(px), 300, 10000);
+    rlock_client *c = th_client_at(tp_port(px), 300, 10000);
     char *name = th_name("latecopy");
     rlock *l;
     th_ok(rlock_new(c, name, &l));
@@ -102,7 +91,7 @@ Test(exact, abandoned_acquire_takes_nothing_when_its_copies_arrive, .timeout = 6
 {
     tp_proxy *px = tp_new(th_port());
     cr_assert(px && tp_start(px) == 0);
-    rlock_client *c = client_at(tp_port(px), 300, 10000);
+    rlock_client *c = th_client_at(tp_port(px), 300, 10000);
     char *name = th_name("abandoned");
     rlock *l;
     th_ok(rlock_new(c, name, &l));
@@ -153,7 +142,7 @@ Test(exact, lock_rides_out_a_stall_with_exactly_one_hold, .timeout = 60)
      * running beside this one. */
     th_server srv;
     th_server_start(&srv);
-    rlock_client *c = client_at(srv.port, 200, 10000);
+    rlock_client *c = th_client_at(srv.port, 200, 10000);
     char *name = th_name("rideout");
     rlock *l;
     th_ok(rlock_new(c, name, &l));
@@ -187,7 +176,7 @@ Test(exact, lock_rides_out_a_stall_with_exactly_one_hold, .timeout = 60)
  * cannot be told from "lost" when the last hold is gone. */
 Test(exact, unlock_retried_past_the_horizon_of_a_lost_hold_is_lost, .timeout = 90)
 {
-    rlock_client *c = client_at(th_port(), 1000, 10000);
+    rlock_client *c = th_client_at(th_port(), 1000, 10000);
     char *name = th_name("horizon");
     rlock *l;
     th_ok(rlock_new(c, name, &l));
@@ -219,7 +208,7 @@ Test(exact, next_lock_completes_an_unanswered_unlock_first, .timeout = 60)
      * running beside this one. */
     th_server srv;
     th_server_start(&srv);
-    rlock_client *c = client_at(srv.port, 200, 10000);
+    rlock_client *c = th_client_at(srv.port, 200, 10000);
     char *name = th_name("completes");
     rlock *l;
     th_ok(rlock_new(c, name, &l));
@@ -279,20 +268,6 @@ static rlock_client *client_with(int port, int pool, int64_t command_ms, int64_t
     cfg.on_lock_lost = lost;
     cfg.on_lock_lost_arg = lost_arg;
     return th_client_cfg(&cfg);
-}
-
-/* One lock and unlock of another name: the scripts are cached and the
- * pool's connection is made, so a fault armed next meets the request the
- * test means and not a SCRIPT LOAD or a handshake. */
-static void warm_up(rlock_client *c)
-{
-    char *name = th_name("warm");
-    rlock *w;
-    th_ok(rlock_new(c, name, &w));
-    th_ok(rlock_lock(w, 60000));
-    th_ok(rlock_unlock(w));
-    rlock_free(w);
-    free(name);
 }
 
 /* The status of a call that may not have returned yet (-1). */
@@ -377,7 +352,7 @@ Test(exact, resend_after_the_hold_expired_is_not_taken, .timeout = 90)
     rlock *la, *lb;
     th_ok(rlock_new(ca, name, &la));
     th_ok(rlock_new(cb, name, &lb));
-    warm_up(ca);
+    th_warm_scripts(ca, rlock_new, false);
     char *b_owner = th_owner(cb, rlock_thread_id());
 
     /* A's first acquire runs in Redis, its answer never comes (held back
@@ -460,7 +435,7 @@ Test(exact, resend_deadline_counts_from_the_first_copy, .timeout = 60)
     rlock *la, *lb;
     th_ok(rlock_new(ca, name, &la));
     th_ok(rlock_new(cb, name, &lb));
-    warm_up(ca);
+    th_warm_scripts(ca, rlock_new, false);
     char *b_owner = th_owner(cb, rlock_thread_id());
 
     /* Replies read in the next 300 ms come 5 s late: the first acquire runs
@@ -590,7 +565,7 @@ Test(exact, abandon_after_a_long_retry_releases_the_hold_that_ran, .timeout = 12
     rlock *la;
     th_ok(rlock_new(ca, name, &la));
     char *owner = th_owner(ca, rlock_thread_id());
-    warm_up(ca); /* a NOSCRIPT held back would keep the acquire from running */
+    th_warm_scripts(ca, rlock_new, false); /* a NOSCRIPT held back would keep the acquire from running */
 
     int64_t t0 = th_now_ms();
     /* Every reply for 19.5 s comes a minute late: the acquire runs at once,
@@ -729,7 +704,7 @@ Test(exact, unlock_that_never_left_the_pool_keeps_renewing, .timeout = 120)
     char *other = th_name("poolhog");
     pool_hog hog;
     th_ok(rlock_new(ca, other, &hog.l));
-    warm_up(ca);
+    th_warm_scripts(ca, rlock_new, false);
     char *owner = th_owner(ca, rlock_thread_id());
 
     char *name = NULL;
@@ -814,7 +789,7 @@ Test(exact, exited_threads_doubt_is_settled_before_the_close, .timeout = 60)
      * running beside this one. */
     th_server srv;
     th_server_start(&srv);
-    rlock_client *c = client_at(srv.port, 300, 10000);
+    rlock_client *c = th_client_at(srv.port, 300, 10000);
     char *name = th_name("orphandoubt");
     rlock *l;
     th_ok(rlock_new(c, name, &l));
@@ -869,7 +844,7 @@ Test(exact, cancel_during_settling_returns_within_a_command_timeout, .timeout = 
     th_server srv;
     th_server_start(&srv);
     int64_t cmd = 1000;
-    rlock_client *c = client_at(srv.port, cmd, 30000);
+    rlock_client *c = th_client_at(srv.port, cmd, 30000);
     char *name = th_name("cancelsettle");
     rlock *l;
     th_ok(rlock_new(c, name, &l));
@@ -923,11 +898,11 @@ Test(exact, unlock_resent_past_the_horizon_keeps_its_new_id, .timeout = 90)
     tp_proxy *px = tp_new(th_port());
     cr_assert(px && tp_start(px) == 0);
     tp_deliver_after_close(px, true);
-    rlock_client *c = client_at(tp_port(px), 1000, 0);
+    rlock_client *c = th_client_at(tp_port(px), 1000, 0);
     char *name = th_name("newid");
     rlock *l;
     th_ok(rlock_new(c, name, &l));
-    warm_up(c);
+    th_warm_scripts(c, rlock_new, false);
     char *owner = th_owner(c, rlock_thread_id());
     redisContext *r = th_redis(0);
     th_ok(rlock_lock(l, 120000));
@@ -992,11 +967,11 @@ Test(exact, surplus_given_back_again_releases_one_level, .timeout = 120)
     tp_deliver_after_close(px, true);
     /* retry_timeout_ms 1 (0 is the default, 10 s): the acquire latch
      * lives 20 s + 1 ms + the command timeout. */
-    rlock_client *c = client_at(tp_port(px), 1000, 1);
+    rlock_client *c = th_client_at(tp_port(px), 1000, 1);
     char *name = th_name("surplus");
     rlock *l;
     th_ok(rlock_new(c, name, &l));
-    warm_up(c);
+    th_warm_scripts(c, rlock_new, false);
     char *owner = th_owner(c, rlock_thread_id());
     redisContext *r = th_redis(0);
 

@@ -16,8 +16,8 @@
  *   is read with blocking recv() calls of at most RECV_SLICE_MS
  *   (SO_RCVTIMEO): each returns what came, so the caller's loop checks its
  *   own deadline between them and the common case costs one system call
- *   per reply; with less than a slice left, poll() waits for exactly what
- *   is left, so no wait ends past its deadline. OpenSSL never blocks: a blocking SSL_read() would call
+ *   per reply; with less than two slices left, poll() waits for exactly
+ *   what is left, so no wait ends past its deadline. OpenSSL never blocks: a blocking SSL_read() would call
  *   recv() again and again until a whole record is in, so a server that
  *   trickles a record in bytes, each inside the slice, would hold the
  *   caller far past its deadline. Every TLS read is poll() on the socket
@@ -697,13 +697,14 @@ int rlock__link_read(rlock__link *l, bool wait, int64_t deadline_ms, rlock_statu
             polled = true;
         }
     } else {
-        /* A blocking recv() returns within the slice; with less than a
-         * slice left, poll() for what is left instead, so the wait ends at
-         * the deadline itself and not up to a slice past it (the
+        /* A blocking recv() returns within the slice, which the kernel
+         * rounds up to its tick (a few ms more); with less than two
+         * slices left, poll() for what is left instead, so the wait ends
+         * at the deadline itself and not up to a slice past it (the
          * watchdog's report margin is a tenth of a lease that may be
          * short). */
         bool block = wait;
-        if (wait && deadline_ms - rlock__now_ms() < RECV_SLICE_MS) {
+        if (wait && deadline_ms - rlock__now_ms() < 2 * RECV_SLICE_MS) {
             if (!wait_fd(l->fd, POLLIN, deadline_ms)) {
                 return 0;
             }
