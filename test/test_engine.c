@@ -472,7 +472,10 @@ Test(engine, timeouts_are_timeouts_in_any_locale, .timeout = 60)
     th_ok(rlock_lock(l, RLOCK_WATCHDOG)); /* scripts cached */
     th_ok(rlock_unlock(l));
     th_stall s;
-    th_stall_start(&s, srv.port, 1500);
+    /* Long enough for both calls below to meet the stalled server: the
+     * status query waits out the pool's back-off after the lock call's
+     * failed reconnect, then connects and asks. */
+    th_stall_start(&s, srv.port, 3000);
     /* 0.1 read the German "resource temporarily unavailable" as an I/O
      * error and sent the acquire again: two holds for one call. */
     th_assert_status(rlock_try_lock(l, 400, RLOCK_WATCHDOG), RLOCK_ETIMEDOUT);
