@@ -48,6 +48,11 @@ EX_SRC   := $(wildcard examples/*.c)
 EX_BIN   := $(patsubst examples/%.c,$(B)/examples/%,$(EX_SRC))
 TEST_SRC := $(filter-out test/harness.c,$(wildcard test/test_*.c))
 TEST_BIN := $(patsubst test/%.c,$(B)/test/%,$(TEST_SRC))
+# What run-tests.sh runs: every test program, then the fault suite again
+# over TLS (a NAME=VALUE word sets the environment of the next program
+# only; test_faults reads RLOCK_TEST_FAULTS_TLS). The sanitizer, valgrind
+# and coverage targets run the same list, moved to their build dir.
+TEST_RUNS := $(TEST_BIN) RLOCK_TEST_FAULTS_TLS=1 $(B)/test/test_faults
 TOOL_SRC := $(wildcard tools/*.c)
 BENCH_SRC:= $(wildcard bench/*.c)
 
@@ -151,7 +156,7 @@ deps:
 # here, raised below for the slower sanitizer and valgrind builds.
 check: deps
 	$(MAKE) all $(TEST_BIN) symbols layers docs-check test-lists
-	sh scripts/run-tests.sh $(B) $(TEST_BIN)
+	sh scripts/run-tests.sh $(B) $(TEST_RUNS)
 
 test: check
 
@@ -231,7 +236,7 @@ TSAN_RUN := TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1 di
 tsan: deps
 	$(MAKE) B=build-tsan CRIT=lite CC=gcc SAN_FLAGS="-fsanitize=thread -fno-omit-frame-pointer" \
 	  all build-tsan/race $(patsubst $(B)/%,build-tsan/%,$(TEST_BIN))
-	$(TSAN_RUN) sh scripts/run-tests.sh build-tsan $(patsubst $(B)/%,build-tsan/%,$(TEST_BIN))
+	$(TSAN_RUN) sh scripts/run-tests.sh build-tsan $(patsubst $(B)/%,build-tsan/%,$(TEST_RUNS))
 	$(TSAN_RUN) sh scripts/with-redis.sh sh -c \
 	  'RLOCK_TEST_URL=$$RLOCK_URL build-tsan/race && build-tsan/examples/demo'
 
@@ -246,10 +251,11 @@ $(B)/race: test/race.c $(B)/librlock.a
 VG := valgrind --leak-check=full --show-leak-kinds=definite,indirect \
       --errors-for-leak-kinds=definite,indirect --error-exitcode=99 --quiet
 VG_BIN := $(patsubst $(B)/%,build-vg/%,$(TEST_BIN))
+VG_RUNS := $(patsubst $(B)/%,build-vg/%,$(TEST_RUNS))
 valgrind: deps
 	@sh scripts/deps.sh valgrind
 	$(MAKE) B=build-vg CRIT=lite all build-vg/race $(VG_BIN)
-	RLOCK_TEST_WRAPPER="$(VG)" RLOCK_TEST_TIME_MULTIPLIER=5 sh scripts/run-tests.sh build-vg $(VG_BIN)
+	RLOCK_TEST_WRAPPER="$(VG)" RLOCK_TEST_TIME_MULTIPLIER=5 sh scripts/run-tests.sh build-vg $(VG_RUNS)
 	sh scripts/with-redis.sh sh -c 'set -e; \
 	  RLOCK_TEST_URL=$$RLOCK_URL $(VG) build-vg/race; \
 	  for e in build-vg/examples/port_*; do echo "=== $$e"; $(VG) $$e "$$RLOCK_URL" >/dev/null; done; \
@@ -268,11 +274,12 @@ format:
 # deleted first: each run measures the suite once.
 COV_SEED  ?= 20250101
 COV_BIN   := $(patsubst $(B)/%,build-cov/%,$(TEST_BIN))
+COV_RUNS  := $(patsubst $(B)/%,build-cov/%,$(TEST_RUNS))
 coverage: deps
 	@find build-cov -name '*.gcda' -delete 2>/dev/null || true
 	$(MAKE) B=build-cov SAN_FLAGS="--coverage -O0" \
 	  TEST_FLAGS="-DTH_COVERAGE=1 -Wl,--wrap=_exit" all $(COV_BIN)
-	-RLOCK_CHAOS_SEED=$(COV_SEED) sh scripts/run-tests.sh build-cov $(COV_BIN)
+	-RLOCK_CHAOS_SEED=$(COV_SEED) sh scripts/run-tests.sh build-cov $(COV_RUNS)
 	sh scripts/coverage.sh build-cov
 
 clean:

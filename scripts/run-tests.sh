@@ -1,7 +1,12 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
 # Runs every test binary against one throwaway redis-server. Usage:
-#   run-tests.sh BUILD_DIR TEST...
+#   run-tests.sh BUILD_DIR [NAME=VALUE...] TEST...
+# NAME=VALUE words set environment variables for the TEST that follows
+# them only, so that one program can run twice in another mode, e.g.
+#   run-tests.sh build build/test/test_faults RLOCK_TEST_FAULTS_TLS=1 build/test/test_faults
+# runs the fault suite over TCP, then over TLS; such a run is labelled with
+# its settings ("=== ...", its outcome lines, its "---" line).
 # RLOCK_TEST_WRAPPER (e.g. valgrind ...) is put in front of each binary;
 # RLOCK_TEST_TIME_MULTIPLIER is passed on to the tests (test/harness.h).
 #
@@ -32,12 +37,21 @@ skipped=0
 failed_names=""
 out="$dir/out.txt"
 tap="$dir/tap.txt"
+run_env=""
 for t in "$@"; do
-    echo "=== $t"
+    case $t in
+    [A-Za-z_]*=*)
+        run_env="${run_env:+$run_env }$t"
+        continue
+        ;;
+    esac
+    label=""
+    [ -n "$run_env" ] && label=" ($run_env)"
+    echo "=== ${run_env:+$run_env }$t"
     rm -f "$tap"
     start=$(date +%s)
     # shellcheck disable=SC2086
-    ${RLOCK_TEST_WRAPPER:-} "$t" --jobs 2 --timeout 180 --tap="$tap" </dev/null >"$out" 2>&1
+    env $run_env ${RLOCK_TEST_WRAPPER:-} "$t" --jobs 2 --timeout 180 --tap="$tap" </dev/null >"$out" 2>&1
     rc=$?
     took=$(($(date +%s) - start))
     cat "$out"
@@ -60,7 +74,7 @@ for t in "$@"; do
     ' "$tap" | sort -k2 >"$dir/outcomes.txt"
     awk '{print $2}' "$dir/outcomes.txt" | sort >"$dir/seen.txt"
     sort "$dir/listed.txt" | comm -23 - "$dir/seen.txt" | sed 's/^/MISSING /' >>"$dir/outcomes.txt"
-    cat "$dir/outcomes.txt"
+    awk -v l="$label" '{ print $0 l }' "$dir/outcomes.txt"
     p=$(grep -c '^PASS ' "$dir/outcomes.txt")
     f=$(grep -c '^FAIL \|^MISSING ' "$dir/outcomes.txt")
     s=$(grep -c '^SKIP ' "$dir/outcomes.txt")
@@ -76,11 +90,12 @@ for t in "$@"; do
     # a crash after the last test) still counts as a failure.
     [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
     [ "$f" -gt 0 ] && [ "$rc" -eq 0 ] && rc=1
-    echo "--- $(basename "$t"): $p passed, $f failed, $s skipped in ${took}s"
+    echo "--- $(basename "$t")$label: $p passed, $f failed, $s skipped in ${took}s"
     passed=$((passed + p))
     failed=$((failed + f))
     skipped=$((skipped + s))
-    [ "$rc" -ne 0 ] && failed_names="$failed_names $(basename "$t")"
+    [ "$rc" -ne 0 ] && failed_names="$failed_names $(basename "$t")${run_env:+($(echo "$run_env" | tr ' ' ,))}"
+    run_env=""
 done
 [ -n "$failed_names" ] && echo "failed test programs:$failed_names"
 echo "$passed passed, $failed failed, $skipped skipped"

@@ -488,15 +488,21 @@ static rlock_status handshake(rlock_client *c, rlock__link *l, int64_t deadline_
                  * inline command and waits for its end of line; a stalled
                  * TLS server is silent too. Until a handshake with this
                  * server has succeeded, silence is taken for the first
-                 * (RLOCK_ETLS); after that, for a stall (RLOCK_EIO, which
-                 * waiters retry). */
-                bool seen = atomic_load(&c->tls_seen);
-                st = rlock__fail(seen ? RLOCK_EIO : RLOCK_ETLS,
-                                 "TLS handshake with %s: no answer within the connect timeout "
-                                 "(%s)",
-                                 label,
-                                 seen ? "a stalled server?"
-                                      : "does the server speak TLS on this port? or is it stalled?");
+                 * (RLOCK_ETLS); after that, for a stall: RLOCK_ETIMEDOUT,
+                 * what redis:// says when the server accepts and does not
+                 * answer (its CLIENT SETNAME times out), which waiters
+                 * retry. The wait may have ended at the caller's deadline,
+                 * before the connect timeout. */
+                if (atomic_load(&c->tls_seen)) {
+                    st = rlock__fail(RLOCK_ETIMEDOUT,
+                                     "TLS handshake with %s: no answer in time (a stalled server?)",
+                                     label);
+                } else {
+                    st = rlock__fail(RLOCK_ETLS,
+                                     "TLS handshake with %s: no answer within the connect timeout "
+                                     "(does the server speak TLS on this port? or is it stalled?)",
+                                     label);
+                }
                 break;
             }
             continue;
