@@ -222,14 +222,16 @@ typedef struct rlock__holder {
                            give_up_wait_ms, until Redis answers it */
     int64_t give_up_wait_ms;
     int64_t pending_sent_ms; /* first send of the unanswered unlock */
-    char pending_rid[33];
-    int64_t suspect_held;    /* the count when it was sent */
-    char suspect_rid[33];
-    int64_t giveback_sent_ms;
+    union {
+        int64_t suspect_held;     /* the count when the acquire was sent */
+        int64_t giveback_sent_ms; /* suspect_count: the give-back's first send */
+    };
     /* The kinds of the requests in doubt, which settle them with their own
      * scripts: one of another kind than the hold's (a re-entry through
      * another kind of the same layout) is settled as it was sent. */
     const struct rlock__kind *suspect_kind, *pending_kind, *give_up_kind;
+    char pending_rid[33]; /* the ids last: no padding between them */
+    char suspect_rid[33];
 } rlock__holder;
 
 typedef struct rlock__hold {
