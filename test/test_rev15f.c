@@ -84,7 +84,14 @@ static void *call_main(void *arg)
 /* A cancellation token fired while a waiting rlock_lock_ex() sits in the
  * pool's back-off (server down, the back-off at its 1 s cap): how long
  * until the call returns RLOCK_ECANCELED? */
-Test(rev15f, cancel_during_pool_backoff_returns_promptly)
+/* FINDING (14929b3), disabled: fails on main. The back-off wait in
+ * rlock__pool_borrow() does not watch the token: fired at spread points
+ * of a waiter's retries during an outage, the call returned
+ * RLOCK_ECANCELED 0, 464, 540, 410, 0, 0, 0, 0 ms after the fire (up to
+ * the 1 s back-off cap); before 14929b3 (pool.c of 14929b3^) every one
+ * returned within 0 ms, the borrow failing at once and the waiter
+ * sleeping on its cancellable wait. */
+Test(rev15f, cancel_during_pool_backoff_returns_promptly, .disabled = true)
 {
     char *name = th_name("rev15f-cancel");
     rlock_client *c = client_port(srv.port, 4, 3000, 60000);
@@ -152,7 +159,12 @@ Test(rev15f, close_during_pool_backoff_wakes_lock_with_eclosed)
 }
 
 /* The same for a single command (rlock_is_locked) waiting in the back-off. */
-Test(rev15f, close_during_pool_backoff_wakes_query_with_eclosed)
+/* FINDING (14929b3), disabled: fails on main. The close wakes the
+ * back-off waiter at once (0 ms), but it goes round again, finds
+ * p->closing and returns the last connect's status, RLOCK_EIO, where a
+ * call cut short by rlock_client_free() is RLOCK_ECLOSED everywhere else
+ * (api.md). Low severity: only the status is wrong. */
+Test(rev15f, close_during_pool_backoff_wakes_query_with_eclosed, .disabled = true)
 {
     char *name = th_name("rev15f-closeq");
     rlock_client *c = client_port(srv.port, 4, 3000, 20000);
@@ -262,7 +274,9 @@ static uint64_t connects_during_outage(int threads, int64_t ms, int *calls)
     return n;
 }
 
-Test(rev15f, backoff_waiters_do_not_all_connect_at_its_end)
+/* FINDING (14929b3), disabled: fails on main. Measured: 1 thread 18-19
+ * connect attempts in 4 s, 8 threads 45-51 (14929b3^: 17 and 27). */
+Test(rev15f, backoff_waiters_do_not_all_connect_at_its_end, .disabled = true)
 {
     int calls1 = 0, calls8 = 0;
     uint64_t one = connects_during_outage(1, 4000, &calls1);
@@ -333,4 +347,82 @@ Test(rev15f, first_connect_into_stalled_tls_server_is_waited_out, .timeout = 120
                 (long long)tls_ms);
     th_assert_status(plain, RLOCK_OK);
     th_assert_status(tls, RLOCK_OK);
+}
+
+/* 16 threads share a pool of 2 through a 1.5 s outage: every call has a
+ * 3 s command timeout, so every call made during the outage should be
+ * answered once the server is back (it waits out the back-off, or for a
+ * slot, within its time). Back-off waiters and slot waiters share one
+ * condition variable and a returned slot signals one waiter only. */
+typedef struct outage_call {
+    rlock *l;
+    atomic_int *ok, *bad;
+    rlock_status worst;
+} outage_call;
+
+static void *outage_main(void *arg)
+{
+    outage_call *k = arg;
+    bool locked;
+    rlock_status st = rlock_is_locked(k->l, &locked);
+    if (st == RLOCK_OK) {
+        atomic_fetch_add(k->ok, 1);
+    } else {
+        atomic_fetch_add(k->bad, 1);
+        k->worst = st;
+    }
+    return NULL;
+}
+
+/* FINDING (14929b3), disabled: fails on main. Measured: 9-10 of 16
+ * answered, 6-7 RLOCK_EIO with 1.5 s or more of their 3 s left (14929b3^:
+ * all 16 RLOCK_EIO at once). A caller that waited out the back-off makes
+ * one connect; the waiters all wake at its end, up to pool_size of them
+ * connect into the still-dead server and return that connect's
+ * RLOCK_EIO at once, with most of their time left; each failed connect
+ * doubles the back-off, so one herd takes it to its 1 s cap and the
+ * callers whose time ends before it fail at once too. */
+Test(rev15f, many_threads_small_pool_ride_out_short_outage, .disabled = true)
+{
+    rlock_client *c = client_port(srv.port, 2, 3000, 20000);
+    char *name = th_name("rev15f-small");
+    rlock *l;
+    th_ok(rlock_new(c, name, &l));
+    bool locked;
+    th_ok(rlock_is_locked(l, &locked));
+    th_server_kill(&srv);
+    (void)rlock_is_locked(l, &locked); /* a failed connect: back-off */
+    atomic_int ok = 0, bad = 0;
+    outage_call k[16];
+    pthread_t th[16];
+    int64_t t0 = th_now_ms();
+    for (int i = 0; i < 16; i++) {
+        k[i] = (outage_call){.l = l, .ok = &ok, .bad = &bad, .worst = RLOCK_OK};
+        cr_assert_eq(pthread_create(&th[i], NULL, outage_main, &k[i]), 0);
+        th_sleep_ms(40);
+    }
+    int64_t down = 1500 - (th_now_ms() - t0);
+    if (down > 0) {
+        th_sleep_ms(down);
+    }
+    th_server_restart(&srv);
+    int64_t up = th_now_ms();
+    for (int i = 0; i < 16; i++) {
+        pthread_join(th[i], NULL);
+    }
+    rlock_status worst = RLOCK_OK;
+    for (int i = 0; i < 16; i++) {
+        if (k[i].worst != RLOCK_OK) {
+            worst = k[i].worst;
+        }
+    }
+    cr_log_info("16 threads, pool 2, outage ~1.5 s: %d answered, %d failed (%s), last returned "
+                "%lld ms after the restart",
+                atomic_load(&ok), atomic_load(&bad), rlock_status_name(worst),
+                (long long)(th_now_ms() - up));
+    cr_assert_eq(atomic_load(&bad), 0, "%d calls failed (%s)", atomic_load(&bad),
+                 rlock_status_name(worst));
+    rlock_free(l);
+    rlock_client_free(c);
+    free(name);
 }
