@@ -360,45 +360,6 @@ Test(faults, outage_longer_than_retry_timeout_gives_eio)
     free(name);
 }
 
-/* After failed connects the pool backs off (20 ms doubling to 1 s) so that
- * a dead server is not hammered. A call made during the back-off waits
- * for its end within the call's own command timeout and connects then: it
- * does not fail at once with the last connect's error, which would leave
- * an unlock in doubt for nothing, or fail a status query, moments after
- * the server came back. */
-Test(faults, call_during_the_pools_back_off_waits_for_it)
-{
-    char *name = th_name("backoff");
-    rlock_client *a = fclient(30000, 3000, 1000, NULL);
-    rlock *l;
-    th_ok(rlock_new(a, name, &l));
-    bool locked = true;
-    th_ok(rlock_is_locked(l, &locked));
-    th_server_kill(&srv); /* its directory stays, for the restart */
-    /* Failed connects until the back-off reaches its 1 s cap. */
-    int64_t end = th_now_ms() + 2500;
-    while (th_now_ms() < end) {
-        rlock_status st = rlock_is_locked(l, &locked);
-        cr_assert(st != RLOCK_OK, "answered with the server stopped");
-        th_sleep_ms(5);
-    }
-    th_server_restart(&srv);
-    int64_t t0 = th_now_ms();
-    rlock_status st = rlock_is_locked(l, &locked);
-    int64_t took = th_now_ms() - t0;
-    cr_log_info("first call after the restart: %s after %lld ms", rlock_status_name(st),
-                (long long)took);
-    th_assert_status(st, RLOCK_OK);
-    cr_assert(!locked);
-    cr_assert(took <= 1000 + th_ms(500), "waited %lld ms, longer than the back-off's cap",
-              (long long)took);
-    th_ok(rlock_lock(l, 20000));
-    th_ok(rlock_unlock(l));
-    rlock_free(l);
-    rlock_client_free(a);
-    free(name);
-}
-
 /* ---- connections killed ----------------------------------------------- */
 
 Test(faults, kill_normal_while_holding_and_waiting)

@@ -65,7 +65,6 @@ rlock_status rlock__pool_borrow(rlock_client *c, rlock__pool *p, rlock__conn **o
     int64_t deadline =
         rlock__min_deadline(rlock__now_ms() + c->cfg.command_timeout_ms, deadline_ms);
     pthread_mutex_lock(&p->mu);
-again:
     /* Closing refuses only those who would have to wait: the close itself
      * borrows a free connection to settle what calls left in doubt. */
     while (p->free_count == 0) {
@@ -109,17 +108,8 @@ again:
         rlock__link_close(stale);
     }
     if (rlock__now_ms() < p->retry_at_ms) {
-        /* Backing off after a failed connect: wait for its end if the
-         * call's time lasts that long (a connect that succeeds meanwhile
-         * ends it early, and so does the close), then borrow again. */
         rlock_status st = p->last_connect_error;
         put_back(p, conn);
-        if (p->retry_at_ms < deadline && !p->closing) {
-            while (rlock__now_ms() < p->retry_at_ms && !p->closing) {
-                rlock__cond_wait_until(&p->cv, &p->mu, p->retry_at_ms);
-            }
-            goto again;
-        }
         pthread_mutex_unlock(&p->mu);
         return rlock__fail(st, "reconnecting (backing off after a failed connect)");
     }
@@ -135,7 +125,6 @@ again:
         p->backoff_ms = 0;
         p->retry_at_ms = 0;
         p->last_connect_error = RLOCK_OK;
-        pthread_cond_broadcast(&p->cv); /* the back-off's waiters */
         pthread_mutex_unlock(&p->mu);
         *out = conn;
         return RLOCK_OK;
