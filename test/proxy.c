@@ -314,8 +314,8 @@ static void *relay_main(void *arg)
         bool stalled = atomic_load(&p->stall_requests);
         for (int i = 0; i < p->n; i++) {
             /* fd -1: poll() skips it, and its requests stay unread. */
-            pf[2 + 2 * i] = (struct pollfd){stalled || p->c[i].client_gone ? -1 : p->c[i].fd[0],
-                                            POLLIN, 0};
+            pf[2 + 2 * i] =
+                (struct pollfd){stalled || p->c[i].client_gone ? -1 : p->c[i].fd[0], POLLIN, 0};
             pf[3 + 2 * i] = (struct pollfd){p->c[i].fd[1], POLLIN, 0};
         }
         int nfds = 2 + 2 * p->n;

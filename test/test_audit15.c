@@ -26,7 +26,8 @@ Test(audit15, wait_listens_on_a_connection_the_library_names)
         n += 6;
         size_t len = strcspn(n, " ");
         cr_assert(strncmp(n, "rlock-cli:", 10) != 0, "a connection of its own: %s", line);
-        if (len > strlen(suffix) && strncmp(n + len - strlen(suffix), suffix, strlen(suffix)) == 0) {
+        if (len > strlen(suffix) &&
+            strncmp(n + len - strlen(suffix), suffix, strlen(suffix)) == 0) {
             cr_assert(strncmp(n, "rlock:", 6) == 0, "not the library's name: %s", line);
             mine++;
             subscribed += strstr(line, " cmd=subscribe") != NULL || strstr(line, " sub=1") != NULL;

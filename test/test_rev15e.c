@@ -54,8 +54,7 @@ Test(rev15e, surplus_count_seen_again_in_one_episode_is_given_back, .timeout = 6
     tp_delay_matching(px, "redisson_unlock_latch", 0);
     /* It runs. */
     cr_assert(TH_POLL(th_hget_int(r, name, owner) == 2, th_ms(2000) + 3000),
-              "setup: the held-back give-back never ran (Redis %lld)",
-              th_hget_int(r, name, owner));
+              "setup: the held-back give-back never ran (Redis %lld)", th_hget_int(r, name, owner));
     cr_log_info("the give-back ran %lld ms after the unlock", (long long)(th_now_ms() - t1));
     /* Another late acquire copy of the thread's runs. */
     th_run(r, "HINCRBY %s %s 1", name, owner);

@@ -3,7 +3,8 @@
  * under its own id), 9d772a0 (poll with less than two receive slices
  * left) and 8c9486d (silence in a TLS handshake with a server seen before
  * is RLOCK_ETIMEDOUT). Each test is a finding or a check that held. The
- * four findings were all in 14929b3, which was reverted (003f027): the pool fails a borrow during its back-off at once again, and
+ * four findings were all in 14929b3, which was reverted (ac1153d): the
+ * pool fails a borrow during its back-off at once again, and
  * the callers that retry (a waiting lock, an unlock) sleep on their own
  * cancellable back-off. Two findings pass again with that; two describe
  * what a pool that waits out its back-off would still owe and stay
@@ -161,8 +162,7 @@ Test(rev15f, close_during_pool_backoff_wakes_lock_with_eclosed)
     cr_log_info("close during the back-off: lock returned %s after %lld ms, free took %lld ms",
                 rlock_status_name(k.st), (long long)took, (long long)freed);
     th_assert_status(k.st, RLOCK_ECLOSED);
-    cr_assert(took <= th_ms(300), "lock returned %lld ms after the close began",
-              (long long)took);
+    cr_assert(took <= th_ms(300), "lock returned %lld ms after the close began", (long long)took);
     rlock_free(l);
     th_server_restart(&srv);
     free(name);
@@ -198,8 +198,7 @@ Test(rev15f, close_during_pool_backoff_wakes_query_with_eclosed, .disabled = tru
     int64_t took = k.returned - t0;
     cr_log_info("close during the back-off: query returned %s after %lld ms",
                 rlock_status_name(k.st), (long long)took);
-    cr_assert(took <= th_ms(300), "query returned %lld ms after the close began",
-              (long long)took);
+    cr_assert(took <= th_ms(300), "query returned %lld ms after the close began", (long long)took);
     th_assert_status(k.st, RLOCK_ECLOSED);
     rlock_free(l);
     th_server_restart(&srv);
@@ -221,8 +220,8 @@ Test(rev15f, short_command_timeout_fails_at_once_in_backoff)
     int64_t t0 = th_now_ms();
     rlock_status st = rlock_is_locked(l2, &locked);
     int64_t took = th_now_ms() - t0;
-    cr_log_info("50 ms command timeout in a 1 s back-off: %s after %lld ms",
-                rlock_status_name(st), (long long)took);
+    cr_log_info("50 ms command timeout in a 1 s back-off: %s after %lld ms", rlock_status_name(st),
+                (long long)took);
     cr_assert(st != RLOCK_OK);
     cr_assert(took <= th_ms(60), "waited %lld ms", (long long)took);
     th_server_restart(&srv);
