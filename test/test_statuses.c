@@ -44,11 +44,16 @@ enum {
 };
 
 static const char *const call_names[NCALLS] = {
-    "rlock_lock",        "rlock_try_lock",
-    "rlock_lock_ex",     "rlock_unlock",
-    "rlock_force_unlock", "rlock_is_locked",
-    "rlock_is_held_by_current_thread", "rlock_is_held_by_thread",
-    "rlock_hold_count",  "rlock_remain_ttl",
+    "rlock_lock",
+    "rlock_try_lock",
+    "rlock_lock_ex",
+    "rlock_unlock",
+    "rlock_force_unlock",
+    "rlock_is_locked",
+    "rlock_is_held_by_current_thread",
+    "rlock_is_held_by_thread",
+    "rlock_hold_count",
+    "rlock_remain_ttl",
 };
 
 /* Explicit leases: no watchdog traffic beside the calls under test. */
@@ -115,11 +120,11 @@ static void hold_for_unlock(set *s)
     th_ok(rlock_lock(s->ls[C_UNLOCK], LEASE_MS));
 }
 
-#define assert_call(which, got, want)                                                      \
-    do {                                                                                   \
-        rlock_status g_ = (got), w_ = (want);                                              \
-        cr_assert_eq(g_, w_, "%s: expected %s, got %s (%s)", call_names[which],            \
-                     rlock_status_name(w_), rlock_status_name(g_), rlock_last_error());    \
+#define assert_call(which, got, want)                                                   \
+    do {                                                                                \
+        rlock_status g_ = (got), w_ = (want);                                           \
+        cr_assert_eq(g_, w_, "%s: expected %s, got %s (%s)", call_names[which],         \
+                     rlock_status_name(w_), rlock_status_name(g_), rlock_last_error()); \
     } while (0)
 
 static rlock_config base_config(const char *url)
@@ -252,8 +257,9 @@ Test(statuses, eredis_from_every_call_on_error_replies)
     set s;
     set_new(&s, c, "eredis");
     redisContext *r = th_redis(0);
-    const int wrongtype[] = {C_LOCK, C_TRY_LOCK, C_LOCK_EX, C_IS_HELD_BY_CURRENT_THREAD,
-                             C_IS_HELD_BY_THREAD, C_HOLD_COUNT};
+    const int wrongtype[] = {
+        C_LOCK,      C_TRY_LOCK, C_LOCK_EX, C_IS_HELD_BY_CURRENT_THREAD, C_IS_HELD_BY_THREAD,
+        C_HOLD_COUNT};
     for (size_t k = 0; k < sizeof wrongtype / sizeof wrongtype[0]; k++) {
         int i = wrongtype[k];
         th_run(r, "SET %s a-string", s.names[i]);
@@ -295,8 +301,8 @@ Test(statuses, eredis_from_every_call_on_error_replies)
 
     /* 3. EXISTS and PTTL never fail on a key: a server whose operator
      * renamed them away answers "unknown command". */
-    static const char *const renamed[] = {"--rename-command", "EXISTS", "",
-                                          "--rename-command", "PTTL",   "", NULL};
+    static const char *const renamed[] = {
+        "--rename-command", "EXISTS", "", "--rename-command", "PTTL", "", NULL};
     th_server_start_args(&srv, renamed);
     url = th_server_url(&srv);
     cfg = base_config(url);
@@ -506,7 +512,9 @@ Test(statuses, epool_from_every_call_when_the_pool_stays_busy)
         left = 0;
         for (int i = 0; i < NCALLS; i++) {
             rlock_status g = k[i].st;
-            cr_assert(g == RLOCK_EPOOL || g == RLOCK_ETIMEDOUT || g == RLOCK_OK,
+            /* RLOCK_EIO: the call that got the connection as its own time
+             * ran out had none left to make it again (a reconnect). */
+            cr_assert(g == RLOCK_EPOOL || g == RLOCK_ETIMEDOUT || g == RLOCK_OK || g == RLOCK_EIO,
                       "%s: got %s", call_names[i], rlock_status_name(g));
             seen[i] = seen[i] || g == RLOCK_EPOOL;
             left += !seen[i];
@@ -608,9 +616,9 @@ Test(statuses, eclosed_from_every_call_entering_a_closing_client)
     uint64_t sent0 = 0, sent = 0;
     th_ok(rlock_client_stat(c, RLOCK_STAT_COMMANDS, &sent0));
     pthread_create(&stalled.th, NULL, closing_call, &stalled);
-    cr_assert(TH_POLL(rlock_client_stat(c, RLOCK_STAT_COMMANDS, &sent) == RLOCK_OK && sent > sent0,
-                      2000),
-              "the stalled call sent nothing");
+    cr_assert(
+        TH_POLL(rlock_client_stat(c, RLOCK_STAT_COMMANDS, &sent) == RLOCK_OK && sent > sent0, 2000),
+        "the stalled call sent nothing");
     pthread_create(&closer.th, NULL, closing_free, &closer);
     cr_assert(TH_POLL(atomic_load(&waiter.done), 3000), "the close did not wake the waiter");
     th_assert_status(waiter.st, RLOCK_ECLOSED);
@@ -645,7 +653,8 @@ Test(statuses, eclosed_from_every_call_entering_a_closing_client)
  * three copies of it (name, channel, latch prefix), about 192 KiB that
  * rlock_new() must allocate. */
 __attribute__((unused)) /* not under TSan, where the ENOMEM test skips */
-static char *max_name(void)
+static char *
+max_name(void)
 {
     char *n = malloc((size_t)RLOCK_NAME_MAX + 1);
     if (n) {
@@ -1038,8 +1047,7 @@ Test(send, a_send_the_server_cuts_off_fails_without_sigpipe)
      * default disposition), a connection-loss status, nothing ran. The
      * send-side EPIPE itself is shown by
      * send::a_send_into_a_reset_connection_fails_without_sigpipe. */
-    cr_assert(strstr(k.err, "connection lost") || strstr(k.err, "closed") ||
-                  strstr(k.err, "reset"),
+    cr_assert(strstr(k.err, "connection lost") || strstr(k.err, "closed") || strstr(k.err, "reset"),
               "not a connection loss: %s", k.err);
     cr_assert(k.took < th_ms(10000), "took %lld ms", (long long)k.took);
     cr_assert_eq(th_exists(r, name), 0, "the request ran");
