@@ -96,11 +96,6 @@ static void as_kind_done(rlock *l, rlock *h)
     }
 }
 
-/* Sends the release with rid; after a transport error once more with the
- * same id (the latch makes that safe). *once: answered at the first send;
- * *left: a copy may have run (RLOCK_EPOOL and RLOCK_ENOMEM mean it never
- * left; RLOCK_EPERM, an ACL refusal, that it ran nothing: the unlock
- * scripts publish before any write). */
 /* Whether a request that failed with st may have reached Redis (and may
  * still run): not when it never left the pool (RLOCK_EPOOL, RLOCK_ENOMEM)
  * or the ACL refused it (RLOCK_EPERM: the scripts publish before writing,
@@ -110,6 +105,11 @@ static bool may_have_left(rlock_status st)
     return st != RLOCK_EPOOL && st != RLOCK_ENOMEM && st != RLOCK_EPERM;
 }
 
+/* Sends the release with rid; after a transport error once more with the
+ * same id (the latch makes that safe). *once: answered at the first send;
+ * *left: a copy may have run (RLOCK_EPOOL and RLOCK_ENOMEM mean it never
+ * left; RLOCK_EPERM, an ACL refusal, that it ran nothing: the unlock
+ * scripts publish before any write). */
 static rlock_status send_release(rlock *l, const char *owner, const char *rid, int64_t lease_ms,
                                  rlock__released *out, bool *once, bool *left)
 {
@@ -272,20 +272,21 @@ static rlock_status settle_acquire(rlock *l, uint64_t tid, const char *owner,
      * raise the count again to one seen before. */
     rlock_status st;
     rlock__released r;
-    if (v->suspect_rid[0] && trusted(c, v->giveback_sent_ms)) {
-        st = l->kind->release(l, owner, v->suspect_rid, v->lease_ms, &r, deadline_ms);
-        if (st != RLOCK_OK) {
-            return st; /* still in doubt */
+    if (v->suspect_rid[0]) {
+        /* Past its latch's horizon it is not sent: a copy that ran shows
+         * in the count, one still on its way cannot be stopped (I5). */
+        if (trusted(c, v->giveback_sent_ms)) {
+            st = l->kind->release(l, owner, v->suspect_rid, v->lease_ms, &r, deadline_ms);
+            if (st != RLOCK_OK) {
+                return st; /* still in doubt */
+            }
+            if (r == RLOCK__PARTIAL) {
+                /* The copy that ran set the TTL, no earlier than the
+                 * first send. */
+                rlock__hold_ttl_set(c, l->key, l->keylen, tid, v->giveback_sent_ms,
+                                    v->lease_ms);
+            }
         }
-        if (r == RLOCK__PARTIAL) {
-            /* The copy that ran set the TTL, no earlier than the first
-             * send. */
-            rlock__hold_ttl_set(c, l->key, l->keylen, tid, v->giveback_sent_ms, v->lease_ms);
-        }
-        rlock__hold_set_giveback(c, l->key, l->keylen, tid, NULL, 0);
-    } else if (v->suspect_rid[0]) {
-        /* Past its latch's horizon: a copy that ran shows in the count,
-         * one still on its way cannot be stopped any more (I5). */
         rlock__hold_set_giveback(c, l->key, l->keylen, tid, NULL, 0);
     }
     int64_t in_redis;
