@@ -248,8 +248,11 @@ $(B)/race: test/race.c $(B)/librlock.a
 # build-vg; each test's process is checked at its exit, as are the threaded
 # driver and every example. Children the tests exec (the rlock command) run
 # unchecked.
+# test/valgrind.supp holds the one suppression (OpenSSL's per-thread error
+# queues of a parent's threads, in a fork()ed child) and says why.
 VG := valgrind --leak-check=full --show-leak-kinds=definite,indirect \
-      --errors-for-leak-kinds=definite,indirect --error-exitcode=99 --quiet
+      --errors-for-leak-kinds=definite,indirect --error-exitcode=99 --quiet \
+      --suppressions=$(CURDIR)/test/valgrind.supp
 VG_BIN := $(patsubst $(B)/%,build-vg/%,$(TEST_BIN))
 VG_RUNS := $(patsubst $(B)/%,build-vg/%,$(TEST_RUNS))
 valgrind: deps

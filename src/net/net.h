@@ -110,10 +110,13 @@ typedef struct rlock__pool {
     int size;
     int free_count;
     /* Reconnect backoff shared by the pool: after a failed connect, new
-     * attempts wait until retry_at_ms, doubling backoff_ms up to a cap. */
+     * attempts wait until retry_at_ms, doubling backoff_ms up to a cap,
+     * and then one thread at a time tries the server (probing): the others
+     * fail at once with last_connect_error, as within the back-off. */
     int64_t retry_at_ms;
     int64_t backoff_ms;
     rlock_status last_connect_error;
+    bool probing;
     bool closing;
 } rlock__pool;
 

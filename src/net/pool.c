@@ -5,7 +5,10 @@
  * never reused: a reply may still be in flight and would be read as the
  * answer to the next command. It is freed on return and re-made on a later
  * borrow, with a pool-wide backoff so that a dead server is not hammered by
- * every waiting thread. */
+ * every waiting thread: after a failed connect, one connect at a time
+ * (the probe) tries the server again once the back-off has passed; every
+ * other borrow that needs a connect fails at once with the last connect's
+ * status until a connect succeeds. */
 #include <poll.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -107,18 +110,25 @@ rlock_status rlock__pool_borrow(rlock_client *c, rlock__pool *p, rlock__conn **o
         rlock__stat_add(c, RLOCK_STAT_RECONNECTS, 1);
         rlock__link_close(stale);
     }
-    if (rlock__now_ms() < p->retry_at_ms) {
+    if (p->backoff_ms > 0 && (p->probing || rlock__now_ms() < p->retry_at_ms)) {
         rlock_status st = p->last_connect_error;
         put_back(p, conn);
         pthread_mutex_unlock(&p->mu);
-        return rlock__fail(st, "reconnecting (backing off after a failed connect)");
+        return rlock__fail(st, p->probing ? "reconnecting (another thread is trying the server "
+                                            "after a failed connect)"
+                                          : "reconnecting (backing off after a failed connect)");
     }
+    bool probe = p->backoff_ms > 0;
+    p->probing = probe;
     pthread_mutex_unlock(&p->mu);
 
     rlock__link *link = NULL;
     rlock_status st = rlock__connect(c, &link, deadline_ms);
 
     pthread_mutex_lock(&p->mu);
+    if (probe) {
+        p->probing = false;
+    }
     if (st == RLOCK_OK) {
         conn->link = link;
         conn->broken = false;
