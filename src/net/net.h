@@ -87,11 +87,11 @@ rlock_status rlock__connect(struct rlock_client *c, rlock__link **out, int64_t d
  * (< 0: no such bound). On a failure the connection is marked broken;
  * replies already read are kept (the rest NULL). */
 rlock_status rlock__conn_exchange(rlock__conn *conn, int n, char *const *cmds,
-                                  const long long *lens, redisReply **replies,
-                                  int64_t deadline_ms, int64_t hard_ms);
+                                  const long long *lens, redisReply **replies, int64_t deadline_ms,
+                                  int64_t hard_ms);
 /* One command: format, exchange. The reply may be an error reply. */
-rlock_status rlock__conn_call(rlock__conn *conn, int argc, const char **argv,
-                              const size_t *argvlen, redisReply **reply, int64_t deadline_ms);
+rlock_status rlock__conn_call(rlock__conn *conn, int argc, const char **argv, const size_t *argvlen,
+                              redisReply **reply, int64_t deadline_ms);
 
 /* Whether an error reply says the server did not run the command and will
  * be able to soon (LOADING, BUSY, TRYAGAIN, CLUSTERDOWN, MASTERDOWN). */
