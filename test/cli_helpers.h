@@ -29,6 +29,19 @@ static char g_dir[64];
 static inline void cli_setup(void)
 {
     g_bin = th_build_path("rlock");
+    /* A signal ignored by whoever started the tests (nohup ignores HUP; a
+     * CI runner may ignore others) stays ignored in rlock and in the
+     * commands it runs, and a shell cannot trap it: the tests that send
+     * signals would fail for want of them. Each is put back to its
+     * default, as a user's terminal has it (but SIGPIPE: a test runner
+     * may ignore it for its own writes). */
+    for (int sig = 1; sig < NSIG; sig++) {
+        struct sigaction sa;
+        if (sig != SIGKILL && sig != SIGSTOP && sig != SIGPIPE &&
+            sigaction(sig, NULL, &sa) == 0 && sa.sa_handler == SIG_IGN) {
+            signal(sig, SIG_DFL);
+        }
+    }
     setenv("RLOCK_URL", th_url(), 1);
     unsetenv("REDIS_URL");
     unsetenv("RLOCK_WATCHDOG_MS");
