@@ -304,6 +304,51 @@ Test(rev15f, backoff_waiters_do_not_all_connect_at_its_end)
               (unsigned long long)eight, (unsigned long long)one);
 }
 
+/* After a failed connect, one connect at a time tries the server (the
+ * probe); a call that needs a connect while it runs waits for its outcome
+ * within its own time. Here the probe's handshake waits out a CLIENT PAUSE
+ * of the restarted server and succeeds: the call made during it must
+ * answer too, not fail at once with the failed connect's status (it did on
+ * c42a43e, whose calls failed at once during another thread's probe: an
+ * unlock retried after a stall failed because the watchdog was probing). */
+Test(rev15f, call_during_a_probe_waits_for_its_outcome)
+{
+    char *name = th_name("rev15f-probe");
+    rlock_client *c = client_port(srv.port, 4, 3000, 20000);
+    rlock *l;
+    th_ok(rlock_new(c, name, &l));
+    bool locked;
+    th_ok(rlock_is_locked(l, &locked));
+    th_server_kill(&srv);
+    cr_assert(rlock_is_locked(l, &locked) != RLOCK_OK); /* a failed connect */
+    th_server_restart(&srv);
+    redisContext *r = th_redis(srv.port);
+    int64_t pause_ms = th_ms(800);
+    th_run(r, "CLIENT PAUSE %lld ALL", (long long)pause_ms);
+    int64_t paused_at = th_now_ms();
+    call probe = {.l = l}, during = {.l = l};
+    pthread_t a, b;
+    cr_assert_eq(pthread_create(&a, NULL, call_main, &probe), 0);
+    th_sleep_ms(th_ms(100));
+    cr_assert_eq(pthread_create(&b, NULL, call_main, &during), 0);
+    pthread_join(a, NULL);
+    pthread_join(b, NULL);
+    cr_log_info("call during a probe: the probe %s after %lld ms, the call %s after %lld ms "
+                "(pause %lld ms)",
+                rlock_status_name(probe.st), (long long)(probe.returned - probe.started),
+                rlock_status_name(during.st), (long long)(during.returned - during.started),
+                (long long)pause_ms);
+    th_assert_status(probe.st, RLOCK_OK);
+    th_assert_status(during.st, RLOCK_OK);
+    cr_assert(during.returned - paused_at >= pause_ms - th_ms(50),
+              "the call answered %lld ms into an %lld ms pause: it did not wait for the probe",
+              (long long)(during.returned - paused_at), (long long)pause_ms);
+    redisFree(r);
+    rlock_free(l);
+    rlock_client_free(c);
+    free(name);
+}
+
 /* ---- 8c9486d: silence in a TLS handshake ------------------------------- */
 
 /* A waiting rlock_lock() whose client's first connection meets a stalled
