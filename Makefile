@@ -154,8 +154,12 @@ deps:
 
 # Test timing scales with RLOCK_TEST_TIME_MULTIPLIER (test/harness.h): 1
 # here, raised below for the slower sanitizer and valgrind builds.
+# Builds run on every CPU (JOBS); the checks and the tests after them run
+# one at a time (their timing is the tests').
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 check: deps
-	$(MAKE) all $(TEST_BIN) symbols layers docs-check test-lists
+	$(MAKE) -j$(JOBS) all $(TEST_BIN)
+	$(MAKE) symbols layers docs-check test-lists
 	sh scripts/run-tests.sh $(B) $(TEST_RUNS)
 
 test: check
@@ -234,7 +238,7 @@ asan: deps
 TSAN_RUN := TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1 die_after_fork=0" \
             RLOCK_TEST_TIME_MULTIPLIER=3
 tsan: deps
-	$(MAKE) B=build-tsan CRIT=lite CC=gcc SAN_FLAGS="-fsanitize=thread -fno-omit-frame-pointer" \
+	$(MAKE) -j$(JOBS) B=build-tsan CRIT=lite CC=gcc SAN_FLAGS="-fsanitize=thread -fno-omit-frame-pointer" \
 	  all build-tsan/race $(patsubst $(B)/%,build-tsan/%,$(TEST_BIN))
 	$(TSAN_RUN) sh scripts/run-tests.sh build-tsan $(patsubst $(B)/%,build-tsan/%,$(TEST_RUNS))
 	$(TSAN_RUN) sh scripts/with-redis.sh sh -c \
@@ -257,7 +261,7 @@ VG_BIN := $(patsubst $(B)/%,build-vg/%,$(TEST_BIN))
 VG_RUNS := $(patsubst $(B)/%,build-vg/%,$(TEST_RUNS))
 valgrind: deps
 	@sh scripts/deps.sh valgrind
-	$(MAKE) B=build-vg CRIT=lite all build-vg/race $(VG_BIN)
+	$(MAKE) -j$(JOBS) B=build-vg CRIT=lite all build-vg/race $(VG_BIN)
 	RLOCK_TEST_WRAPPER="$(VG)" RLOCK_TEST_TIME_MULTIPLIER=5 sh scripts/run-tests.sh build-vg $(VG_RUNS)
 	sh scripts/with-redis.sh sh -c 'set -e; \
 	  RLOCK_TEST_URL=$$RLOCK_URL $(VG) build-vg/race; \
