@@ -134,7 +134,7 @@ $(B)/test/test_bench: $(B)/rlock-bench
 # These tests also link the fault-injecting TCP proxy (test/proxy.c).
 PROXY_TESTS := test_chaos test_clock test_exact test_faults test_review test_review2 test_statuses \
                test_tls test_revunwind test_spin test_fenced test_fair test_rwlock test_rev16 \
-               test_kindfaults test_giveup test_rev16b test_rev15e test_rev15f
+               test_kindfaults test_giveup test_rev16b test_rev15e test_rev15f test_rev15g
 $(patsubst %,$(B)/test/%,$(PROXY_TESTS)): $(B)/test/%: test/%.c test/proxy.c test/proxy.h \
   test/harness.c test/harness.h test/kinds.h test/faultkit.h $(B)/librlock.a $(CRIT_DEPS)
 	@mkdir -p $(B)/test
