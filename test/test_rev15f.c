@@ -286,32 +286,36 @@ static uint64_t connects_during_outage(int threads, int64_t ms, int *calls)
 }
 
 /* FINDING (14929b3, passes since its revert). Measured: 1 thread 18-19
- * connect attempts in 4 s, 8 threads 45-51 (14929b3^: 17 and 27; under
- * valgrind 14 and 31). Since one connect at a time probes a server that
- * failed (pool.c), 8 threads make as many attempts as 1 (18 and 18): the
- * count depends on the back-off alone, not on how many threads wait. */
+ * connect attempts in 4 s, 8 threads 45-51 (14929b3^: 17-18 and 27-34).
+ * Under valgrind one thread's loop is slowed more than eight's (14 and 31
+ * in CI): the counts of timed windows say nothing there. One connect at a
+ * time after a failed one (c42a43e) made 8 threads' count 1's (18 and 18),
+ * but a probe that hung kept every other call from connecting for its
+ * whole length (test_rev15g) and was reverted. */
 Test(rev15f, backoff_waiters_do_not_all_connect_at_its_end)
 {
+    if (th_under_valgrind()) {
+        cr_skip_test("connect counts in timed windows: not under valgrind");
+    }
     int calls1 = 0, calls8 = 0;
     uint64_t one = connects_during_outage(1, 4000, &calls1);
     uint64_t eight = connects_during_outage(8, 4000, &calls8);
     cr_log_info("connect attempts in a 4 s outage: 1 thread %llu (%d calls), 8 threads %llu "
                 "(%d calls)",
                 (unsigned long long)one, calls1, (unsigned long long)eight, calls8);
-    cr_assert(eight <= one + 3,
+    cr_assert(eight <= 2 * one + 2,
               "8 waiting threads made %llu connect attempts where 1 made %llu: the back-off "
               "no longer spaces them",
               (unsigned long long)eight, (unsigned long long)one);
 }
 
-/* After a failed connect, one connect at a time tries the server (the
- * probe); a call that needs a connect while it runs waits for its outcome
- * within its own time. Here the probe's handshake waits out a CLIENT PAUSE
- * of the restarted server and succeeds: the call made during it must
- * answer too, not fail at once with the failed connect's status (it did on
- * c42a43e, whose calls failed at once during another thread's probe: an
- * unlock retried after a stall failed because the watchdog was probing). */
-Test(rev15f, call_during_a_probe_waits_for_its_outcome)
+/* After a failed connect and its back-off, a call that reconnects while
+ * another thread's reconnect waits out a CLIENT PAUSE of the restarted
+ * server answers once the pause ends, as that one does: it must not fail
+ * at once with the failed connect's status (it did on c42a43e, where one
+ * connect at a time tried the server: an unlock retried after a stall
+ * failed because the watchdog was reconnecting). */
+Test(rev15f, call_beside_another_reconnect_answers_after_the_pause)
 {
     char *name = th_name("rev15f-probe");
     rlock_client *c = client_port(srv.port, 4, 3000, 20000);
@@ -326,22 +330,22 @@ Test(rev15f, call_during_a_probe_waits_for_its_outcome)
     int64_t pause_ms = th_ms(800);
     th_run(r, "CLIENT PAUSE %lld ALL", (long long)pause_ms);
     int64_t paused_at = th_now_ms();
-    call probe = {.l = l}, during = {.l = l};
+    call first = {.l = l}, during = {.l = l};
     pthread_t a, b;
-    cr_assert_eq(pthread_create(&a, NULL, call_main, &probe), 0);
+    cr_assert_eq(pthread_create(&a, NULL, call_main, &first), 0);
     th_sleep_ms(th_ms(100));
     cr_assert_eq(pthread_create(&b, NULL, call_main, &during), 0);
     pthread_join(a, NULL);
     pthread_join(b, NULL);
-    cr_log_info("call during a probe: the probe %s after %lld ms, the call %s after %lld ms "
+    cr_log_info("beside another reconnect: the first %s after %lld ms, the second %s after %lld ms "
                 "(pause %lld ms)",
-                rlock_status_name(probe.st), (long long)(probe.returned - probe.started),
+                rlock_status_name(first.st), (long long)(first.returned - first.started),
                 rlock_status_name(during.st), (long long)(during.returned - during.started),
                 (long long)pause_ms);
-    th_assert_status(probe.st, RLOCK_OK);
+    th_assert_status(first.st, RLOCK_OK);
     th_assert_status(during.st, RLOCK_OK);
     cr_assert(during.returned - paused_at >= pause_ms - th_ms(50),
-              "the call answered %lld ms into an %lld ms pause: it did not wait for the probe",
+              "the call answered %lld ms into a %lld ms CLIENT PAUSE of every command",
               (long long)(during.returned - paused_at), (long long)pause_ms);
     redisFree(r);
     rlock_free(l);

@@ -110,15 +110,10 @@ typedef struct rlock__pool {
     int size;
     int free_count;
     /* Reconnect backoff shared by the pool: after a failed connect, new
-     * attempts wait until retry_at_ms, doubling backoff_ms up to a cap
-     * (within it they fail at once with last_connect_error), and then one
-     * thread at a time tries the server (probing); the others that need a
-     * connect wait on probe_cv for its outcome, within their own time. */
+     * attempts wait until retry_at_ms, doubling backoff_ms up to a cap. */
     int64_t retry_at_ms;
     int64_t backoff_ms;
     rlock_status last_connect_error;
-    bool probing;
-    pthread_cond_t probe_cv;
     bool closing;
 } rlock__pool;
 

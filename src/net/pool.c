@@ -5,13 +5,7 @@
  * never reused: a reply may still be in flight and would be read as the
  * answer to the next command. It is freed on return and re-made on a later
  * borrow, with a pool-wide backoff so that a dead server is not hammered by
- * every waiting thread: after a failed connect, a borrow that needs a
- * connect fails at once with that connect's status until the back-off has
- * passed; then one connect at a time (the probe) tries the server, and the
- * other borrows that need one wait for its outcome (within their own time:
- * it is bounded as their own connect would be): connect themselves if it
- * succeeded, fail with its status if not. A downed server sees as many
- * connects from many waiting threads as from one. */
+ * every waiting thread. */
 #include <poll.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -31,7 +25,6 @@ rlock_status rlock__pool_init(rlock__pool *p, int size)
     p->free_count = size;
     pthread_mutex_init(&p->mu, NULL);
     rlock__cond_init(&p->cv);
-    rlock__cond_init(&p->probe_cv);
     return RLOCK_OK;
 }
 
@@ -48,7 +41,6 @@ void rlock__pool_destroy(rlock_client *c, rlock__pool *p)
     if (c->pid == getpid()) {
         pthread_mutex_destroy(&p->mu);
         pthread_cond_destroy(&p->cv);
-        pthread_cond_destroy(&p->probe_cv);
     }
 }
 
@@ -57,7 +49,6 @@ void rlock__pool_close(rlock__pool *p)
     pthread_mutex_lock(&p->mu);
     p->closing = true;
     pthread_cond_broadcast(&p->cv);
-    pthread_cond_broadcast(&p->probe_cv);
     pthread_mutex_unlock(&p->mu);
 }
 
@@ -74,7 +65,6 @@ rlock_status rlock__pool_borrow(rlock_client *c, rlock__pool *p, rlock__conn **o
     int64_t deadline =
         rlock__min_deadline(rlock__now_ms() + c->cfg.command_timeout_ms, deadline_ms);
     pthread_mutex_lock(&p->mu);
-again:
     /* Closing refuses only those who would have to wait: the close itself
      * borrows a free connection to settle what calls left in doubt. */
     while (p->free_count == 0) {
@@ -117,34 +107,11 @@ again:
         rlock__stat_add(c, RLOCK_STAT_RECONNECTS, 1);
         rlock__link_close(stale);
     }
-    if (p->backoff_ms > 0 && p->probing) {
-        /* Another thread is trying the server: wait for its outcome with
-         * the slot given back (a slot held here could be the one a caller
-         * with a connected link is waiting for). */
-        put_back(p, conn);
-        while (p->probing && !p->closing) {
-            if (!rlock__cond_wait_until(&p->probe_cv, &p->mu, deadline)) {
-                pthread_mutex_unlock(&p->mu);
-                return rlock__fail(RLOCK_ETIMEDOUT,
-                                   "reconnecting: another thread's connect to the server, "
-                                   "after a failed one, outlasted the call's time");
-            }
-        }
-        if (p->closing) {
-            pthread_mutex_unlock(&p->mu);
-            return rlock__fail(RLOCK_ECLOSED, "the client is closing");
-        }
-        goto again;
-    }
-    if (p->backoff_ms > 0 && rlock__now_ms() < p->retry_at_ms) {
+    if (rlock__now_ms() < p->retry_at_ms) {
         rlock_status st = p->last_connect_error;
         put_back(p, conn);
         pthread_mutex_unlock(&p->mu);
         return rlock__fail(st, "reconnecting (backing off after a failed connect)");
-    }
-    bool probe = p->backoff_ms > 0;
-    if (probe) {
-        p->probing = true;
     }
     pthread_mutex_unlock(&p->mu);
 
@@ -152,10 +119,6 @@ again:
     rlock_status st = rlock__connect(c, &link, deadline_ms);
 
     pthread_mutex_lock(&p->mu);
-    if (probe) {
-        p->probing = false;
-        pthread_cond_broadcast(&p->probe_cv);
-    }
     if (st == RLOCK_OK) {
         conn->link = link;
         conn->broken = false;
