@@ -318,7 +318,8 @@ Test(rev15f, backoff_waiters_do_not_all_connect_at_its_end)
 Test(rev15f, call_beside_another_reconnect_answers_after_the_pause)
 {
     char *name = th_name("rev15f-probe");
-    rlock_client *c = client_port(srv.port, 4, 3000, 20000);
+    /* Both reconnects outlast the pause within their command timeout. */
+    rlock_client *c = client_port(srv.port, 4, th_ms(3000), th_ms(20000));
     rlock *l;
     th_ok(rlock_new(c, name, &l));
     bool locked;

@@ -430,6 +430,12 @@ static int child_main(void *arg)
 
 Test(rev15g, fork_during_a_probe)
 {
+    if (th_under_valgrind() || !TH_FORKED_CHILD_CAN_MAKE_CLIENTS) {
+        /* The connection the parent's thread is opening at the fork is out
+         * of the child's reach (docs/operations.md): valgrind counts it lost
+         * at the child's exit. */
+        cr_skip_test("a fork during a connect in flight: not under valgrind or this sanitizer");
+    }
     tp_proxy *px = tp_new(srv.port);
     cr_assert(px && tp_start(px) == 0);
     rlock_client *c = client_via(tp_port(px), 3000, 0, NULL);
